@@ -1,0 +1,234 @@
+"""Chapter test harness: execute chapters with papermill and collect their claims.
+
+Used by ``tests/test_chapters.py`` (one test per notebook in ``_toc.yml``) and by
+``make chapter NAME=... PROFILE=...``. From the repository root::
+
+    python tests/harness.py                       # every chapter, quick profile, CPU
+    python tests/harness.py intro --profile full --device cuda
+
+Each chapter (a MyST-Markdown notebook) is converted to ``.ipynb`` with jupytext, executed
+by papermill in a fresh kernel with the parameters ``profile``, ``device`` and ``seed``,
+and must write its claims record ``_build/reports/claims/<stem>.json``. The executed
+notebooks are kept in ``_build/executed/``; a summary goes to
+``_build/reports/chapters.json`` and ``_build/reports/chapters.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+BUILD = ROOT / "_build"
+EXECUTED = BUILD / "executed"
+REPORTS = BUILD / "reports"
+CLAIMS = REPORTS / "claims"
+QUICK_BUDGET_S = 150.0  # per chapter, quick profile, 2-core CPU (DEVELOPERS.md)
+FULL_BUDGET_S = 600.0  # per chapter, full profile, one H100
+
+
+@dataclass
+class ChapterResult:
+    chapter: str
+    source: str
+    profile: str
+    device: str
+    seed: int
+    ok: bool = False
+    wall_seconds: float = 0.0
+    claims_passed: int = 0
+    claims_total: int = 0
+    error: str = ""
+    failed_claims: list[str] = field(default_factory=list)
+    executed: str = ""
+
+    @property
+    def budget(self) -> float:
+        return QUICK_BUDGET_S if self.profile == "quick" else FULL_BUDGET_S
+
+
+# --------------------------------------------------------------------------- toc
+def _toc_files(entries: list) -> list[str]:
+    files: list[str] = []
+    for entry in entries or []:
+        if "file" in entry:
+            files.append(entry["file"])
+        for key in ("parts", "chapters", "sections"):
+            files.extend(_toc_files(entry.get(key, [])))
+    return files
+
+
+def toc_files(root: Path = ROOT) -> list[Path]:
+    """Every file listed in ``_toc.yml``, in book order, as a path with its suffix."""
+    toc = yaml.safe_load((root / "_toc.yml").read_text())
+    names = [toc["root"], *_toc_files(toc.get("parts", [])), *_toc_files(toc.get("chapters", []))]
+    paths = []
+    for name in names:
+        candidates = [root / name] if Path(name).suffix else [root / f"{name}{s}" for s in (".md", ".ipynb")]
+        found = [p for p in candidates if p.exists()]
+        if not found:
+            raise FileNotFoundError(f"_toc.yml lists {name!r} but no such file exists")
+        paths.append(found[0])
+    return paths
+
+
+def is_notebook(path: Path) -> bool:
+    """An ``.ipynb``, or a Markdown file whose front matter declares a kernel (jupytext/MyST-NB)."""
+    if path.suffix == ".ipynb":
+        return True
+    text = path.read_text()
+    if not text.startswith("---"):
+        return False
+    front = yaml.safe_load(text.split("---", 2)[1]) or {}
+    return "kernelspec" in front
+
+
+def toc_notebooks(root: Path = ROOT) -> list[Path]:
+    return [p for p in toc_files(root) if is_notebook(p)]
+
+
+def find_chapter(name: str, root: Path = ROOT) -> Path:
+    for path in toc_notebooks(root):
+        if name in (path.stem, str(path.relative_to(root)), str(path.relative_to(root).with_suffix(""))):
+            return path
+    valid = ", ".join(p.stem for p in toc_notebooks(root))
+    raise SystemExit(f"unknown chapter {name!r}: chapters in _toc.yml are {valid}")
+
+
+# --------------------------------------------------------------------------- run
+def run_chapter(
+    path: Path,
+    *,
+    profile: str = "quick",
+    device: str = "cpu",
+    seed: int = 0,
+    timeout: float | None = None,
+    parameters: dict | None = None,
+) -> ChapterResult:
+    """Execute one chapter in a fresh kernel and read back its claims record."""
+    import jupytext
+
+    stem = path.stem
+    result = ChapterResult(stem, str(path.relative_to(ROOT)), profile, device, seed)
+    EXECUTED.mkdir(parents=True, exist_ok=True)
+    CLAIMS.mkdir(parents=True, exist_ok=True)
+    source_nb = EXECUTED / f"{stem}.input.ipynb"
+    out_nb = EXECUTED / f"{stem}.ipynb"
+    record_path = CLAIMS / f"{stem}.json"
+    record_path.unlink(missing_ok=True)
+
+    notebook = jupytext.read(path)
+    if not any("parameters" in c.metadata.get("tags", []) for c in notebook.cells if c.cell_type == "code"):
+        result.error = "no code cell is tagged 'parameters': papermill could not set profile/device/seed"
+        return result
+    notebook.metadata.setdefault("kernelspec", {"name": "python3", "display_name": "Python 3", "language": "python"})
+    jupytext.write(notebook, source_nb, fmt="ipynb")
+
+    params = {"profile": profile, "device": device, "seed": seed, **(parameters or {})}
+    cmd = [sys.executable, "-m", "papermill", str(source_nb), str(out_nb), "--cwd", str(path.parent),
+           "--kernel", "python3", "--no-progress-bar", "--log-output" if os.environ.get("NNAPPROX_LOG_OUTPUT") else "--no-log-output"]
+    for key, value in params.items():
+        cmd += ["-y", json.dumps({key: value})]
+    env = {**os.environ, "NNAPPROX_CLAIMS_DIR": str(CLAIMS), "NNAPPROX_STATIC": "1", "MPLBACKEND": "Agg",
+           "PYTHONWARNINGS": os.environ.get("PYTHONWARNINGS", "ignore::DeprecationWarning")}
+    limit = timeout if timeout is not None else 2 * result.budget
+    start = time.perf_counter()
+    try:
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=limit)
+        result.wall_seconds = time.perf_counter() - start
+        if proc.returncode != 0:
+            result.error = _papermill_error(proc.stderr, out_nb)
+    except subprocess.TimeoutExpired:
+        result.wall_seconds = time.perf_counter() - start
+        result.error = f"timed out after {limit:.0f} s (budget {result.budget:.0f} s)"
+    result.executed = str(out_nb.relative_to(ROOT)) if out_nb.exists() else ""
+
+    if record_path.exists():
+        record = json.loads(record_path.read_text())
+        claims = record.get("claims", [])
+        result.claims_total = len(claims)
+        result.claims_passed = sum(bool(c.get("passed")) for c in claims)
+        result.failed_claims = [c["name"] for c in claims if not c.get("passed")]
+    elif not result.error:
+        result.error = f"the chapter wrote no claims record ({record_path.name}): it must call run.report()"
+    if not result.error and result.claims_total == 0:
+        result.error = "the chapter recorded no claim"
+    if not result.error and result.failed_claims:
+        result.error = "failed claims: " + "; ".join(result.failed_claims)
+    result.ok = not result.error
+    return result
+
+
+def _papermill_error(stderr: str, out_nb: Path) -> str:
+    """The chapter's exception, read from the executed notebook if papermill got that far."""
+    if out_nb.exists():
+        nb = json.loads(out_nb.read_text())
+        for cell in nb.get("cells", []):
+            for output in cell.get("outputs", []):
+                if output.get("output_type") == "error":
+                    return f"{output.get('ename')}: {output.get('evalue')}"
+    lines = [line for line in stderr.strip().splitlines() if line.strip()]
+    return "\n".join(lines[-15:]) or "papermill failed without a message"
+
+
+# --------------------------------------------------------------------------- reports
+def write_reports(results: list[ChapterResult]) -> None:
+    """Merge ``results`` into ``_build/reports/chapters.{json,md}`` (keyed by chapter)."""
+    REPORTS.mkdir(parents=True, exist_ok=True)
+    path = REPORTS / "chapters.json"
+    merged: dict[str, dict] = {}
+    if path.exists():
+        merged = {r["chapter"]: r for r in json.loads(path.read_text())}
+    for r in results:
+        merged[r.chapter] = {**asdict(r), "budget_seconds": r.budget}
+    order = [p.stem for p in toc_notebooks()]
+    rows = sorted(merged.values(), key=lambda r: order.index(r["chapter"]) if r["chapter"] in order else 99)
+    path.write_text(json.dumps(rows, indent=1) + "\n")
+    lines = ["| chapter | profile | device | seed | seconds | budget | claims passed | status |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        over = " (over budget)" if r["wall_seconds"] > r["budget_seconds"] else ""
+        status = "ok" if r["ok"] else "FAILED: " + r["error"].splitlines()[0][:120].replace("|", "/")
+        lines.append(f"| {r['chapter']} | {r['profile']} | {r['device']} | {r['seed']} | "
+                     f"{r['wall_seconds']:.1f}{over} | {r['budget_seconds']:.0f} | "
+                     f"{r['claims_passed']}/{r['claims_total']} | {status} |")
+    (REPORTS / "chapters.md").write_text("\n".join(lines) + "\n")
+
+
+def progress_line(r: ChapterResult) -> str:
+    status = "ok" if r.ok else "FAILED"
+    return (f"{r.chapter:<12} {r.wall_seconds:7.1f} s   claims {r.claims_passed}/{r.claims_total}   "
+            f"[{r.profile}, {r.device}, seed {r.seed}]   {status}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("names", nargs="*", help="chapter stems (default: every notebook in _toc.yml)")
+    parser.add_argument("--profile", default="quick", help="auto, quick or full (default quick)")
+    parser.add_argument("--device", default="cpu", help="auto, cpu, cuda or mps (default cpu)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--timeout", type=float, default=None, help="seconds per chapter (default: 2x budget)")
+    args = parser.parse_args(argv)
+    paths = [find_chapter(n) for n in args.names] if args.names else toc_notebooks()
+    results = []
+    for path in paths:
+        r = run_chapter(path, profile=args.profile, device=args.device, seed=args.seed, timeout=args.timeout)
+        print(progress_line(r), flush=True)
+        if r.error:
+            print("    " + r.error.replace("\n", "\n    "), flush=True)
+        results.append(r)
+    write_reports(results)
+    print(f"reports: {REPORTS / 'chapters.md'}; executed notebooks: {EXECUTED}")
+    return 0 if all(r.ok for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
