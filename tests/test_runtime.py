@@ -1,0 +1,67 @@
+"""The runtime contract: profiles, devices, seeds, settings."""
+
+import pytest
+import torch
+
+import nnapprox
+from nnapprox.runtime import resolve_device, resolve_profile
+
+QUICK = {"n": 3, "width": 8}
+FULL = {"n": 30, "width": 256}
+
+
+def test_quick_profile_settings_and_attributes():
+    run = nnapprox.setup("t", "quick", "cpu", 0, quick=QUICK, full=FULL)
+    assert (run.profile, str(run.device), run.seed) == ("quick", "cpu", 0)
+    assert run.n == 3 and run["width"] == 8
+    with pytest.raises(AttributeError, match="width"):
+        run.not_a_setting
+
+
+def test_auto_profile_follows_cuda(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert resolve_profile("auto") == "quick"
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert resolve_profile("auto") == "full"
+
+
+@pytest.mark.parametrize("profile", ["fast", "QUICK", "", None, 1])
+def test_unknown_profile_is_a_clear_error(profile):
+    with pytest.raises(ValueError, match=r"valid profiles are 'auto', 'quick', 'full'"):
+        nnapprox.setup("t", profile, "cpu", 0, quick=QUICK, full=FULL)
+
+
+@pytest.mark.parametrize("device", ["gpu", "tpu", "", "cuda0"])
+def test_unknown_device_is_a_clear_error(device):
+    with pytest.raises(ValueError, match=r"valid devices are 'auto', 'cpu', 'cuda', 'mps'"):
+        resolve_device(device)
+
+
+def test_unavailable_device_names_the_usable_ones(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(ValueError, match=r"not available.*usable devices here are 'auto', 'cpu'"):
+        nnapprox.setup("t", "quick", "cuda", 0, quick=QUICK, full=FULL)
+
+
+@pytest.mark.parametrize("seed", [-1, 1.5, "0", True])
+def test_bad_seed(seed):
+    with pytest.raises(ValueError, match="seed must be a non-negative integer"):
+        nnapprox.setup("t", "quick", "cpu", seed, quick=QUICK, full=FULL)
+
+
+def test_profiles_must_agree_and_overrides_must_exist():
+    with pytest.raises(ValueError, match="same keys"):
+        nnapprox.setup("t", "quick", "cpu", 0, quick=QUICK, full={"n": 1})
+    with pytest.raises(ValueError, match="unknown override 'depth'.*valid settings are n, width"):
+        nnapprox.setup("t", "quick", "cpu", 0, quick=QUICK, full=FULL, overrides={"depth": 3})
+    run = nnapprox.setup("t", "quick", "cpu", 0, quick=QUICK, full=FULL, overrides={"n": 5, "width": None})
+    assert (run.n, run.width) == (5, 8)
+
+
+def test_seeding_is_reproducible_and_streams_differ():
+    a = nnapprox.setup("t", "quick", "cpu", 7, quick=QUICK, full=FULL)
+    x1, g1 = torch.rand(3), torch.rand(3, generator=a.generator(1))
+    b = nnapprox.setup("t", "quick", "cpu", 7, quick=QUICK, full=FULL)
+    x2, g2 = torch.rand(3), torch.rand(3, generator=b.generator(1))
+    assert torch.equal(x1, x2) and torch.equal(g1, g2)
+    assert not torch.equal(torch.rand(3, generator=b.generator(1)), torch.rand(3, generator=b.generator(2)))
