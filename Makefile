@@ -66,7 +66,7 @@ notebooks: setup
 	$(PY) book/_ext/export_notebooks.py
 
 assignments: setup
-	$(PY) -m nnapprox_assign build
+	$(PY) -m nnapprox.assignments build
 
 clean:
 	rm -rf _build
