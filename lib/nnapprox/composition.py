@@ -110,3 +110,77 @@ def growth_rate(errors: Float[Tensor, " layers"]) -> float:
     log_e = errors.double().log()
     slope = ((ell - ell.mean()) * (log_e - log_e.mean())).sum() / ((ell - ell.mean()) ** 2).sum()
     return float(slope.exp())
+
+
+def relu_step_network(d: int, width: int, generator: torch.Generator | None = None) -> torch.nn.Sequential:
+    """A one-hidden-layer ReLU network :math:`\\mathrm{NN}(z) = z + W_2 \\sigma(W_1 z + b_1) + b_2` (residual form)."""
+    if d < 1 or width < 1:
+        raise ValueError(f"d and width must be positive integers, got d={d}, width={width}")
+    net = torch.nn.Sequential(torch.nn.Linear(d, width), torch.nn.ReLU(), torch.nn.Linear(width, d))
+    with torch.no_grad():
+        for layer in (net[0], net[2]):
+            bound = 1.0 / layer.in_features**0.5
+            layer.weight.copy_(torch.empty_like(layer.weight).uniform_(-bound, bound, generator=generator))
+            layer.bias.copy_(torch.empty_like(layer.bias).uniform_(-bound, bound, generator=generator))
+    return net
+
+
+def fit_step_network(
+    step: Step,
+    d: int,
+    *,
+    width: int = 64,
+    radius: float = 3.0,
+    n_steps: int = 2000,
+    batch: int = 512,
+    lr: float = 3e-3,
+    generator: torch.Generator | None = None,
+) -> Step:
+    r"""Train a ReLU network to imitate one algorithm step on the cube :math:`[-r, r]^d`.
+
+    The network learns the increment :math:`U(z) - z` (a residual block), by Adam on the
+    squared error at fresh uniform points each step. Returns the trained step
+    :math:`z \mapsto z + \mathrm{NN}(z)` in float64, ready for :func:`unroll_with_errors`
+    style comparisons (its error :math:`\varepsilon(z) = \|\mathrm{NN}(z) + z - U(z)\|` is
+    *systematic*, not random).
+    """
+    from .progress import progress
+
+    net = relu_step_network(d, width, generator)
+    opt = torch.optim.Adam(net.parameters(), lr=lr)
+    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, n_steps)
+    for _ in progress(range(n_steps), desc="fit step network"):
+        z = (2 * torch.rand(batch, d, generator=generator) - 1) * radius
+        target = (step(z.double()) - z.double()).float()
+        loss = ((net(z) - target) ** 2).sum(dim=1).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        sched.step()
+    net = net.double().eval()
+
+    def learned(z: Float[Tensor, "batch d"]) -> Float[Tensor, "batch d"]:
+        with torch.no_grad():
+            return z + net(z)
+
+    return learned
+
+
+def unroll_pair(
+    exact: Step, approx: Step, z0: Float[Tensor, "batch d"], n_layers: int
+) -> tuple[Float[Tensor, "layers_plus_one batch d"], Float[Tensor, "layers_plus_one batch d"], Float[Tensor, "layers batch"]]:
+    r"""Run the exact algorithm and its approximation side by side.
+
+    Returns the trajectories :math:`z_\ell`, :math:`\hat z_\ell` (``(L+1, batch, d)``) and the
+    per-layer errors *at the visited points*, :math:`\varepsilon_\ell =
+    \|\mathrm{NN}(\hat z_{\ell-1}) - U(\hat z_{\ell-1})\|` (``(L, batch)``): with them the bound
+    :math:`e_\ell \le \rho e_{\ell-1} + \varepsilon_\ell` can be checked exactly.
+    """
+    z, z_hat = [z0], [z0]
+    local = []
+    for _ in range(n_layers):
+        nxt_hat = approx(z_hat[-1])
+        local.append((nxt_hat - exact(z_hat[-1])).norm(dim=1))
+        z.append(exact(z[-1]))
+        z_hat.append(nxt_hat)
+    return torch.stack(z), torch.stack(z_hat), torch.stack(local)
