@@ -43,7 +43,7 @@ $(STAMP): $(LOCK) pyproject.toml
 	@touch $@
 	@echo "environment ready: $(VENV) (activate with: source $(BIN)/activate)"
 
-book: setup
+book: setup notebooks
 	@mkdir -p _build/reports/claims
 	$(BIN)/jupyter-book build . $(BOOK_FLAGS)
 	@echo

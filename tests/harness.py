@@ -112,17 +112,25 @@ def run_chapter(
     seed: int = 0,
     timeout: float | None = None,
     parameters: dict | None = None,
+    work_dir: Path | None = None,
 ) -> ChapterResult:
-    """Execute one chapter in a fresh kernel and read back its claims record."""
+    """Execute one chapter in a fresh kernel and read back its claims record.
+
+    Executed notebooks go to ``_build/executed`` and claims to ``_build/reports/claims``,
+    or both to ``work_dir`` when given (tests of failure modes use a temporary one so the
+    book's records are not overwritten).
+    """
     import jupytext
 
     stem = path.stem
     result = ChapterResult(stem, str(path.relative_to(ROOT)), profile, device, seed)
-    EXECUTED.mkdir(parents=True, exist_ok=True)
-    CLAIMS.mkdir(parents=True, exist_ok=True)
-    source_nb = EXECUTED / f"{stem}.input.ipynb"
-    out_nb = EXECUTED / f"{stem}.ipynb"
-    record_path = CLAIMS / f"{stem}.json"
+    executed = Path(work_dir) if work_dir else EXECUTED
+    claims_dir = Path(work_dir) if work_dir else CLAIMS
+    executed.mkdir(parents=True, exist_ok=True)
+    claims_dir.mkdir(parents=True, exist_ok=True)
+    source_nb = executed / f"{stem}.input.ipynb"
+    out_nb = executed / f"{stem}.ipynb"
+    record_path = claims_dir / f"{stem}.json"
     record_path.unlink(missing_ok=True)
 
     notebook = jupytext.read(path)
@@ -137,7 +145,7 @@ def run_chapter(
            "--kernel", "python3", "--no-progress-bar", "--log-output" if os.environ.get("NNAPPROX_LOG_OUTPUT") else "--no-log-output"]
     for key, value in params.items():
         cmd += ["-y", json.dumps({key: value})]
-    env = {**os.environ, "NNAPPROX_CLAIMS_DIR": str(CLAIMS), "NNAPPROX_STATIC": "1", "MPLBACKEND": "Agg",
+    env = {**os.environ, "NNAPPROX_CLAIMS_DIR": str(claims_dir), "NNAPPROX_STATIC": "1", "MPLBACKEND": "Agg",
            "PYTHONWARNINGS": os.environ.get("PYTHONWARNINGS", "ignore::DeprecationWarning")}
     limit = timeout if timeout is not None else 2 * result.budget
     start = time.perf_counter()
@@ -149,7 +157,7 @@ def run_chapter(
     except subprocess.TimeoutExpired:
         result.wall_seconds = time.perf_counter() - start
         result.error = f"timed out after {limit:.0f} s (budget {result.budget:.0f} s)"
-    result.executed = str(out_nb.relative_to(ROOT)) if out_nb.exists() else ""
+    result.executed = str(out_nb) if out_nb.exists() else ""
 
     if record_path.exists():
         record = json.loads(record_path.read_text())

@@ -1,0 +1,72 @@
+"""Every notebook listed in ``_toc.yml`` is executed with papermill as a test.
+
+Quick profile, CPU, in a fresh kernel with a timeout. A chapter fails on any error, on a
+failed claim, and when it records no claim. The tests run with ``seed = 1`` (override with
+``NNAPPROX_TEST_SEED``) while the book is built with each chapter's default ``seed = 0``, so
+every ``make test`` checks the claims under two seeds. Wall time per chapter is measured and
+reported in ``_build/reports/chapters.{json,md}`` against the 150 s quick budget.
+"""
+
+import os
+import time
+
+import pytest
+
+import harness
+
+SEED = int(os.environ.get("NNAPPROX_TEST_SEED", "1"))
+CHAPTERS = harness.toc_notebooks()
+FIXTURES = harness.ROOT / "tests" / "fixtures"
+
+
+@pytest.mark.chapter
+@pytest.mark.parametrize("path", CHAPTERS, ids=[p.stem for p in CHAPTERS])
+def test_chapter(path):
+    result = harness.run_chapter(path, profile="quick", device="cpu", seed=SEED)
+    harness.write_reports([result])
+    print(harness.progress_line(result))
+    if result.wall_seconds > result.budget:
+        print(f"WARNING: {result.chapter} took {result.wall_seconds:.0f} s, over its {result.budget:.0f} s budget")
+    assert result.ok, f"{path.name}: {result.error}"
+    assert result.claims_total > 0 and result.claims_passed == result.claims_total
+
+
+def test_toc_lists_the_introduction_and_chapters():
+    stems = [p.stem for p in CHAPTERS]
+    assert "intro" in stems
+    assert all(harness.is_notebook(p) for p in CHAPTERS)
+
+
+@pytest.mark.chapter
+@pytest.mark.parametrize(
+    "params, message",
+    [({"profile": "fast"}, "valid profiles are 'auto', 'quick', 'full'"),
+     ({"device": "tpu"}, "valid devices are 'auto', 'cpu', 'cuda', 'mps'"),
+     ({"seed": -3}, "seed must be a non-negative integer")],
+)
+def test_invalid_parameters_fail_fast_with_a_clear_message(params, message, tmp_path):
+    """Bad parameters injected by papermill stop the chapter in its setup cell, before any work."""
+    intro = harness.find_chapter("intro")
+    start = time.perf_counter()
+    result = harness.run_chapter(intro, **{"profile": "quick", "device": "cpu", "seed": 0, **params}, work_dir=tmp_path)
+    elapsed = time.perf_counter() - start
+    assert not result.ok
+    assert "ValueError" in result.error and message in result.error
+    assert result.claims_total == 0
+    assert elapsed < 60, f"failing fast took {elapsed:.0f} s"
+
+
+@pytest.mark.chapter
+def test_a_false_claim_fails_the_chapter_and_a_true_one_passes(tmp_path):
+    bad = harness.run_chapter(FIXTURES / "false_claim.md", seed=0, work_dir=tmp_path)
+    assert not bad.ok and "ClaimError" in bad.error
+    assert (bad.claims_passed, bad.claims_total) == (0, 1)
+    good = harness.run_chapter(FIXTURES / "false_claim.md", seed=0, parameters={"claim_holds": True}, work_dir=tmp_path)
+    assert good.ok, good.error
+    assert (good.claims_passed, good.claims_total) == (1, 1)
+
+
+@pytest.mark.chapter
+def test_a_chapter_without_claims_fails(tmp_path):
+    result = harness.run_chapter(FIXTURES / "no_claims.md", seed=0, work_dir=tmp_path)
+    assert not result.ok and "recorded no claim" in result.error

@@ -1,0 +1,78 @@
+"""Repository invariants: the layout, the two commands, CI and workflows that can run."""
+
+import re
+import subprocess
+
+import yaml
+
+import harness
+
+ROOT = harness.ROOT
+ALLOWED_TOP = {"_config.yml", "_toc.yml", "book", "chapters", "lib", "tests", "environment.yml", "README.md",
+               "Makefile", "pyproject.toml", "requirements-lock.txt", ".ci", ".github", ".gitignore"}
+
+
+def _tracked() -> list[str]:
+    return subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
+
+
+def _make_targets() -> set[str]:
+    text = (ROOT / "Makefile").read_text()
+    return set(re.findall(r"^([a-zA-Z][\w-]*)\s*:(?!=)", text, flags=re.M))
+
+
+def test_top_level_layout_is_the_designed_one():
+    tops = {path.split("/")[0] for path in _tracked()}
+    assert tops <= ALLOWED_TOP, f"unexpected top-level entries: {sorted(tops - ALLOWED_TOP)}"
+
+
+def test_no_outputs_committed():
+    tracked = _tracked()
+    assert not [p for p in tracked if p.endswith(".ipynb")], "notebooks are kept as MyST text, without outputs"
+    assert not [p for p in tracked if p.startswith("_build/")]
+
+
+def test_readme_shows_the_two_commands_first():
+    readme = (ROOT / "README.md").read_text()
+    first_block = readme.split("```")[1]
+    assert "make book" in first_block and "make test" in first_block
+
+
+def test_ci_runs_make_test_strictly():
+    script = (ROOT / ".ci" / "run").read_text()
+    assert "set -euo pipefail" in script and "make test" in script
+
+
+def test_workflows_parse_and_call_existing_targets():
+    targets = _make_targets()
+    workflows = sorted((ROOT / ".github" / "workflows").glob("*.yml"))
+    assert len(workflows) >= 2
+    for wf in workflows:
+        spec = yaml.safe_load(wf.read_text())
+        assert spec.get("jobs"), wf.name
+        for job in spec["jobs"].values():
+            for step in job.get("steps", []):
+                for target in re.findall(r"\bmake\s+([a-z][\w-]*)", step.get("run", "")):
+                    assert target in targets, f"{wf.name} calls 'make {target}', which the Makefile lacks"
+
+
+def test_gpu_workflow_runs_the_full_profile_and_publishes():
+    spec = yaml.safe_load((ROOT / ".github" / "workflows" / "gpu-book.yml").read_text())
+    runs = " ".join(step.get("run", "") for job in spec["jobs"].values() for step in job.get("steps", []))
+    uses = " ".join(step.get("uses", "") for job in spec["jobs"].values() for step in job.get("steps", []))
+    assert "PROFILE=full" in runs and "deploy-pages" in uses
+
+
+def test_lock_pins_torch_for_ci_and_pyproject_keeps_ranges():
+    lock = (ROOT / "requirements-lock.txt").read_text().splitlines()
+    assert "torch==2.13.0" in lock
+    pins = [line for line in lock if line and not line.startswith("#")]
+    assert all("==" in line for line in pins), "every lock line pins an exact version"
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    assert '"torch>=' in pyproject and '"jupyter-book>=1.0.4,<2"' in pyproject
+
+
+def test_environment_yml_installs_the_package_with_its_extras():
+    env = yaml.safe_load((ROOT / "environment.yml").read_text())
+    pip = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict))
+    assert any(line.startswith("-e .[") for line in pip)
