@@ -1,0 +1,61 @@
+"""``python -m nnapprox.assignments {list,build,grade}`` (see the package docstring)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from .build import BUILD, AssignmentError, autograder_zip, available, build_one, master_path, student_notebook
+from .grade import grade
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m nnapprox.assignments", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("list", help="list the assignments")
+    p_build = sub.add_parser("build", help="build student notebooks and autograder zips")
+    p_build.add_argument("names", nargs="*", metavar="NAME", help="assignments to build (default: all)")
+    p_build.add_argument("--out", type=Path, default=BUILD, help=f"output folder (default: {BUILD})")
+    p_build.add_argument("--no-check", action="store_true",
+                         help="skip otter's check of every test against the solutions")
+    p_grade = sub.add_parser("grade", help="grade a folder of submissions (*.ipynb, *.zip) into a CSV")
+    p_grade.add_argument("name", metavar="NAME")
+    p_grade.add_argument("folder", type=Path)
+    p_grade.add_argument("--timeout", type=float, default=300.0,
+                         help="wall-clock limit per submission in seconds (default: 300)")
+    p_grade.add_argument("--out", type=Path, default=None,
+                         help="CSV file (default: <folder>/scores-<name>.csv)")
+    p_grade.add_argument("--jobs", type=int, default=1, help="submissions graded at once (default: 1)")
+    p_grade.add_argument("--build-dir", type=Path, default=BUILD, help=f"built assignments (default: {BUILD})")
+    args = parser.parse_args(argv)
+
+    try:
+        if args.command == "list":
+            for name in available():
+                print(name)
+        elif args.command == "build":
+            names = args.names or available()
+            for name in names:
+                master_path(name)
+            for name in names:
+                start = time.perf_counter()
+                built = build_one(name, args.out, check=not args.no_check)
+                print(f"{name}: {student_notebook(built)}  {autograder_zip(built)}  "
+                      f"({time.perf_counter() - start:.0f} s)")
+        elif args.command == "grade":
+            out = args.out or Path(args.folder) / f"scores-{args.name}.csv"
+            rows = grade(args.name, args.folder, timeout=args.timeout, out=out, jobs=args.jobs,
+                         build_dir=args.build_dir, progress=True)
+            counts = {s: sum(r.status == s for r in rows) for s in ("ok", "error", "timeout")}
+            print(f"{len(rows)} submissions graded ({counts['ok']} ok, {counts['error']} error, "
+                  f"{counts['timeout']} timeout): {out}")
+    except AssignmentError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

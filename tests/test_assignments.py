@@ -1,0 +1,247 @@
+"""The otter-grader assignments (``chapters/assignments/*.md``) and their grading command.
+
+For every assignment: the solutions score 100%, the untouched student notebook scores less on
+every autograded question, a deliberately wrong solution fails the question it targets, and
+the student notebook holds no solution code and no hidden test. For the batch grader: a folder
+with a good, a wrong, a crashing and a non-terminating submission gives four rows with the
+right scores and statuses within the time limit.
+
+Cost: each assignment is built once (without otter's own test run) and three notebooks per
+assignment are graded in one batch, two at a time.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from nnapprox import assignments as asg
+
+pytestmark = pytest.mark.assignments
+
+NAMES = asg.available()
+
+# One deliberately wrong solution per assignment: (question it targets, line of the reference
+# solution, wrong replacement). The replacement must still run.
+WRONG = {
+    "intro": ("q1", "return float(eps * (K**L - 1.0) / (K - 1.0))", "return float(eps * K**L / (K - 1.0))"),
+}
+
+GRADE_TIMEOUT = 300.0  # only reached when something is broken
+LOOP_TIMEOUT = 60.0  # the non-terminating submission: a short limit (a good one needs ~10 s CPU)
+
+
+def _write_variant(solution: Path, dest: Path, edit) -> Path:
+    nb = nbformat.read(solution, as_version=4)
+    edit(nb)
+    nbformat.write(nb, dest)
+    return dest
+
+
+def _replace_line(old: str, new: str):
+    def edit(nb):
+        hits = [c for c in nb.cells if c.cell_type == "code" and old in c.source]
+        assert len(hits) == 1, f"the wrong-solution line must occur in exactly one cell: {old!r}"
+        hits[0].source = hits[0].source.replace(old, new)
+
+    return edit
+
+
+def _insert_code(index: int, source: str):
+    def edit(nb):
+        nb.cells.insert(index, nbformat.v4.new_code_cell(source))
+
+    return edit
+
+
+def _first_answer_cell(nb) -> int:
+    tags = {"otter_answer_cell", "otter_assign_solution_cell"}
+    return next(i for i, c in enumerate(nb.cells)
+                if c.cell_type == "code" and tags & set(c.metadata.get("tags", [])))
+
+
+@pytest.fixture(scope="session")
+def built(tmp_path_factory) -> dict[str, Path]:
+    out = tmp_path_factory.mktemp("assignments")
+    return {name: asg.build_one(name, out, check=False) for name in NAMES}
+
+
+@pytest.fixture(scope="session")
+def graded(built, tmp_path_factory) -> dict[str, dict[str, asg.Row]]:
+    """Solutions, untouched student notebook and the wrong solution of every assignment, graded."""
+    results = {}
+    for name, folder in built.items():
+        subs = tmp_path_factory.mktemp(f"subs-{name}")
+        solution = asg.solution_notebook(folder)
+        (subs / "solution.ipynb").write_bytes(solution.read_bytes())
+        (subs / "student.ipynb").write_bytes(asg.student_notebook(folder).read_bytes())
+        if name in WRONG:
+            _, old, new = WRONG[name]
+            _write_variant(solution, subs / "wrong.ipynb", _replace_line(old, new))
+        rows = asg.grade(name, subs, timeout=GRADE_TIMEOUT, jobs=2, build_dir=folder.parent,
+                         out=subs / "scores.csv")
+        results[name] = {Path(r.submission).stem: r for r in rows}
+    return results
+
+
+def test_there_are_assignments():
+    assert "intro" in NAMES
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_assignment_has_a_wrong_solution(name):
+    assert name in WRONG, f"add a deliberately wrong solution for {name} to WRONG"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_solutions_score_full_marks(graded, name):
+    row = graded[name]["solution"]
+    assert row.status == "ok", row.message
+    assert len(row.possible) >= 3
+    assert row.scores == row.possible, row
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_untouched_student_notebook_scores_less_on_every_question(graded, name):
+    row = graded[name]["student"]
+    assert row.possible == graded[name]["solution"].possible
+    for question, possible in row.possible.items():
+        assert row.scores[question] < possible, f"{name}/{question}: the tests pass without an answer"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_wrong_solution_fails_its_question(graded, name):
+    question, _, _ = WRONG[name]
+    row = graded[name]["wrong"]
+    assert row.scores[question] < row.possible[question], f"{name}/{question} accepts a wrong solution"
+    others = {q: s for q, s in row.scores.items() if q != question}
+    assert others == {q: p for q, p in row.possible.items() if q != question}
+
+
+def _solution_lines(name: str) -> list[str]:
+    """Distinctive lines of the reference solutions in the master (code and manual answers)."""
+    nb = asg.master_notebook(name)
+    lines, in_solution = [], False
+    for cell in nb.cells:
+        text = cell.source.strip()
+        if cell.cell_type == "raw":
+            if text.startswith("# BEGIN SOLUTION"):
+                in_solution = True
+            elif text.startswith("# END SOLUTION"):
+                in_solution = False
+            continue
+        if not in_solution:
+            continue
+        if cell.cell_type == "markdown":
+            lines += [line.strip() for line in cell.source.splitlines() if len(line.strip()) >= 30]
+            continue
+        block = False
+        for line in cell.source.splitlines():
+            stripped = line.strip()
+            if re.match(r"#\s*BEGIN SOLUTION", stripped):
+                block = True
+            elif re.match(r"#\s*END SOLUTION", stripped):
+                block = False
+            elif block or stripped.endswith("# SOLUTION"):
+                code = stripped.removesuffix("# SOLUTION").strip()
+                if stripped.endswith("# SOLUTION") and re.match(r"[\w., \[\]]+=[^=]", code):
+                    code = code.split("=", 1)[1].strip()  # the student keeps "name = ..."
+                if len(code) >= 15:
+                    lines.append(code)
+    return lines
+
+
+def _hidden_test_names(name: str) -> list[str]:
+    nb = asg.master_notebook(name)
+    return [m.group(1) for c in nb.cells if c.cell_type == "code" and re.search(r"hidden:\s*true", c.source)
+            for m in [re.search(r"def (\w+)\(", c.source)] if m]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_student_notebook_has_no_solutions(built, name):
+    nb = nbformat.read(asg.student_notebook(built[name]), as_version=4)
+    text = "\n".join(c.source for c in nb.cells) + json.dumps(nb.metadata)
+    for marker in ("BEGIN SOLUTION", "END SOLUTION", "# SOLUTION", "# BEGIN TESTS", "# BEGIN QUESTION",
+                   "ASSIGNMENT CONFIG", "Reference answer"):
+        assert marker not in text, f"{name}: student notebook contains {marker!r}"
+    lines = _solution_lines(name)
+    assert len(lines) >= 3, f"{name}: could not extract the reference solutions"
+    for line in lines:
+        assert line not in text, f"{name}: student notebook contains a solution line: {line!r}"
+    hidden = _hidden_test_names(name)
+    assert hidden, f"{name}: no hidden tests"
+    for test_name in hidden:
+        assert test_name not in text, f"{name}: student notebook contains hidden test {test_name}"
+
+
+def test_batch_grading_survives_crash_and_infinite_loop(built, tmp_path):
+    """good / wrong / crashing / non-terminating: four rows, right scores and statuses, in time."""
+    folder = built["intro"]
+    solution = asg.solution_notebook(folder)
+    nb = nbformat.read(solution, as_version=4)
+    first = _first_answer_cell(nb)
+    question, old, new = WRONG["intro"]
+    (tmp_path / "a_good.ipynb").write_bytes(solution.read_bytes())
+    _write_variant(solution, tmp_path / "b_wrong.ipynb", _replace_line(old, new))
+    # crashes in the first answer cell: that question is lost, the rest is still graded
+    def crash(nb):
+        nb.cells[first].source = 'raise RuntimeError("student bug")\n' + nb.cells[first].source
+
+    _write_variant(solution, tmp_path / "c_crash.ipynb", crash)
+    # never terminates (sleeps rather than spins, to spare the test machine's CPU)
+    _write_variant(solution, tmp_path / "d_loop.ipynb",
+                   _insert_code(first, "import time\nwhile True:\n    time.sleep(0.05)"))
+    out = tmp_path / "scores.csv"
+    start = time.perf_counter()
+    rows = asg.grade("intro", tmp_path, timeout=LOOP_TIMEOUT, jobs=2, build_dir=folder.parent, out=out)
+    elapsed = time.perf_counter() - start
+
+    by = {Path(r.submission).stem: r for r in rows}
+    assert list(by) == ["a_good", "b_wrong", "c_crash", "d_loop"]
+    full = by["a_good"].possible
+    assert (by["a_good"].status, by["a_good"].scores) == ("ok", full)
+    assert by["b_wrong"].status == "ok"
+    assert by["b_wrong"].scores == {**full, question: 0.0}
+    assert by["c_crash"].status == "error" and "student bug" in by["c_crash"].message
+    assert by["c_crash"].scores == {**full, question: 0.0}
+    assert by["d_loop"].status == "timeout"
+    assert by["d_loop"].scores == {q: 0.0 for q in full}
+    assert by["d_loop"].seconds < LOOP_TIMEOUT + 20
+    assert elapsed < 2 * LOOP_TIMEOUT + 60
+
+    table = out.read_text().splitlines()
+    assert table[0].split(",")[:2] == ["submission", "status"]
+    assert table[0].split(",")[-4:] == ["total", "possible", "seconds", "message"]
+    assert len(table) == 5
+    assert [line.split(",")[1] for line in table[1:]] == ["ok", "ok", "error", "timeout"]
+
+
+def test_dead_kernel_and_broken_file_are_errors(built, tmp_path):
+    folder = built["intro"]
+    solution = asg.solution_notebook(folder)
+    _write_variant(solution, tmp_path / "dies.ipynb", _insert_code(1, "import os\nos._exit(3)"))
+    (tmp_path / "garbage.ipynb").write_text("this is not a notebook")
+    rows = asg.grade("intro", tmp_path, timeout=GRADE_TIMEOUT, jobs=2, build_dir=folder.parent)
+    assert [(r.submission, r.status, r.total) for r in rows] == [("dies.ipynb", "error", 0.0),
+                                                                  ("garbage.ipynb", "error", 0.0)]
+    assert all(r.message for r in rows)
+
+
+def test_cli_errors(tmp_path, capsys):
+    from nnapprox.assignments.__main__ import main
+
+    assert main(["grade", "no-such-assignment", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "unknown assignment 'no-such-assignment'" in err and "intro" in err
+    assert main(["grade", "intro", str(tmp_path / "missing")]) == 2
+    assert "submissions folder not found" in capsys.readouterr().err
+    assert main(["grade", "intro", str(tmp_path)]) == 2
+    assert "no submissions" in capsys.readouterr().err
+    assert main(["build", "nope"]) == 2
+    assert main(["list"]) == 0
+    assert "intro" in capsys.readouterr().out.split()
