@@ -13,6 +13,7 @@ import functools
 import http.server
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -78,7 +79,8 @@ def test_math_is_served_locally():
     assert (HTML / "_static" / "mathjax" / "tex-chtml.js").exists()
     page = (HTML / "book" / "intro.html").read_text()
     assert "_static/mathjax/tex-chtml.js" in page
-    assert "cdn.jsdelivr" not in page and "unpkg.com" not in page
+    assert not re.search(r'<script[^>]+src="https?://[^"]*mathjax', page, flags=re.I), "MathJax from a CDN"
+    assert "require.min.js" not in page and "html-manager" not in page, "widget JavaScript from a CDN"
 
 
 @pytest.fixture(scope="module")

@@ -202,8 +202,24 @@ def _publish_notebooks(app: Sphinx) -> None:
         shutil.copy2(nb, target / nb.name)
 
 
+def _dedupe_scripts(context) -> None:
+    """Drop repeated script entries (sphinx-thebe registers its inline config once per read
+    pass, and a second copy redeclares a ``const``, which is a console error)."""
+    scripts = context.get("script_files")
+    if not scripts:
+        return
+    seen, unique = set(), []
+    for js in scripts:
+        key = (str(getattr(js, "filename", js) or ""), str(getattr(js, "attributes", {}).get("body", "")))
+        if key not in seen:
+            seen.add(key)
+            unique.append(js)
+    context["script_files"] = unique
+
+
 def _on_html_page_context(app: Sphinx, pagename, templatename, context, doctree) -> None:
     """Point a download button and the Colab button of chapter pages at the .ipynb export."""
+    _dedupe_scripts(context)
     stem = Path(pagename).name
     if not (NOTEBOOKS / f"{stem}.ipynb").exists():
         return

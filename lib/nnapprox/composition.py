@@ -20,7 +20,7 @@ run at once.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 from jaxtyping import Float
