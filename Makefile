@@ -19,7 +19,7 @@ PYTEST_FLAGS ?=
 
 export NNAPPROX_CLAIMS_DIR := $(CURDIR)/_build/reports/claims
 export NNAPPROX_STATIC := 1
-export MPLBACKEND := Agg
+export MPLBACKEND := module://matplotlib_inline.backend_inline
 export PYDEVD_DISABLE_FILE_VALIDATION := 1
 
 .PHONY: help setup book test unit chapters chapter notebooks assignments clean distclean

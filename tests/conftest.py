@@ -12,7 +12,6 @@ import os
 from jaxtyping import install_import_hook
 
 os.environ.setdefault("NNAPPROX_STATIC", "1")
-os.environ.setdefault("MPLBACKEND", "Agg")
 
 # one entry per topic subpackage / top-level mathematical module
 CHECKED_MODULES = [

@@ -48,6 +48,7 @@ class ChapterResult:
     claims_total: int = 0
     error: str = ""
     failed_claims: list[str] = field(default_factory=list)
+    figures: int = 0
     executed: str = ""
 
     @property
@@ -145,7 +146,8 @@ def run_chapter(
            "--kernel", "python3", "--no-progress-bar", "--log-output" if os.environ.get("NNAPPROX_LOG_OUTPUT") else "--no-log-output"]
     for key, value in params.items():
         cmd += ["-y", json.dumps({key: value})]
-    env = {**os.environ, "NNAPPROX_CLAIMS_DIR": str(claims_dir), "NNAPPROX_STATIC": "1", "MPLBACKEND": "Agg",
+    env = {**os.environ, "NNAPPROX_CLAIMS_DIR": str(claims_dir), "NNAPPROX_STATIC": "1",
+           "MPLBACKEND": "module://matplotlib_inline.backend_inline",  # figures into the notebook
            "PYTHONWARNINGS": os.environ.get("PYTHONWARNINGS", "ignore::DeprecationWarning")}
     limit = timeout if timeout is not None else 2 * result.budget
     start = time.perf_counter()
@@ -158,6 +160,9 @@ def run_chapter(
         result.wall_seconds = time.perf_counter() - start
         result.error = f"timed out after {limit:.0f} s (budget {result.budget:.0f} s)"
     result.executed = str(out_nb) if out_nb.exists() else ""
+    if out_nb.exists():
+        cells = json.loads(out_nb.read_text()).get("cells", [])
+        result.figures = sum("image/png" in o.get("data", {}) for c in cells for o in c.get("outputs", []))
 
     if record_path.exists():
         record = json.loads(record_path.read_text())

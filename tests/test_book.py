@@ -34,7 +34,8 @@ pytestmark = pytest.mark.book
 
 
 def _build(*extra: str) -> tuple[subprocess.CompletedProcess, float]:
-    env = {**os.environ, "NNAPPROX_CLAIMS_DIR": str(harness.CLAIMS), "NNAPPROX_STATIC": "1", "MPLBACKEND": "Agg"}
+    env = {**os.environ, "NNAPPROX_CLAIMS_DIR": str(harness.CLAIMS), "NNAPPROX_STATIC": "1",
+           "MPLBACKEND": "module://matplotlib_inline.backend_inline"}
     start = time.perf_counter()
     proc = subprocess.run([str(JUPYTER_BOOK), "build", str(ROOT), *extra], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=3600)

@@ -29,6 +29,7 @@ def test_chapter(path):
         print(f"WARNING: {result.chapter} took {result.wall_seconds:.0f} s, over its {result.budget:.0f} s budget")
     assert result.ok, f"{path.name}: {result.error}"
     assert result.claims_total > 0 and result.claims_passed == result.claims_total
+    assert result.figures > 0, f"{path.name}: the executed chapter contains no figure"
 
 
 def test_toc_lists_the_introduction_and_chapters():
