@@ -30,6 +30,9 @@ NAMES = asg.available()
 # solution, wrong replacement). The replacement must still run.
 WRONG = {
     "intro": ("q1", "return float(eps * (K**L - 1.0) / (K - 1.0))", "return float(eps * K**L / (K - 1.0))"),
+    "icl": ("q2", "W_V[d, d] = -eta", "W_V[d, d] = eta"),
+    "diffusion": ("q3", "return (lam * m - z) / var", "return (m - z) / var"),
+    "scaling": ("q3", "return -alpha * excess / (E + excess)", "return -alpha * excess / E"),
 }
 
 GRADE_TIMEOUT = 300.0  # only reached when something is broken
