@@ -24,3 +24,15 @@ CHECKED_MODULES = [
     "nnapprox.failures",
 ]
 _HOOK = install_import_hook(CHECKED_MODULES, "beartype.beartype")
+
+
+# Run order: fast library tests first, then the chapters (which also fill the book's
+# execution cache), then the assignments, then the book build and browser checks.
+_ORDER = {"chapter": 1, "assignments": 2, "book": 3}
+
+
+def pytest_collection_modifyitems(config, items):
+    def rank(item):
+        return min((_ORDER[m.name] for m in item.iter_markers() if m.name in _ORDER), default=0)
+
+    items.sort(key=rank)  # stable: keeps the file order within each group

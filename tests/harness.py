@@ -11,6 +11,11 @@ by papermill in a fresh kernel with the parameters ``profile``, ``device`` and `
 and must write its claims record ``_build/reports/claims/<stem>.json``. The executed
 notebooks are kept in ``_build/executed/``; a summary goes to
 ``_build/reports/chapters.json`` and ``_build/reports/chapters.md``.
+
+When a run uses exactly the parameters the book would use on this machine (the chapter's
+defaults: ``profile="auto"`` and ``device="auto"`` resolved here, its default ``seed``), the
+executed notebook is also stored in the book's execution cache, so a following
+``jupyter-book build`` does not execute that chapter again (see :func:`prime_cache`).
 """
 
 from __future__ import annotations
@@ -49,6 +54,7 @@ class ChapterResult:
     error: str = ""
     failed_claims: list[str] = field(default_factory=list)
     figures: int = 0
+    primed: bool = False
     executed: str = ""
 
     @property
@@ -114,6 +120,7 @@ def run_chapter(
     timeout: float | None = None,
     parameters: dict | None = None,
     work_dir: Path | None = None,
+    prime_book_cache: bool = True,
 ) -> ChapterResult:
     """Execute one chapter in a fresh kernel and read back its claims record.
 
@@ -177,7 +184,78 @@ def run_chapter(
     if not result.error and result.failed_claims:
         result.error = "failed claims: " + "; ".join(result.failed_claims)
     result.ok = not result.error
+    if result.ok and prime_book_cache and work_dir is None and not parameters:
+        result.primed = prime_cache(path, out_nb, profile=profile, device=device, seed=seed,
+                                    seconds=result.wall_seconds)
     return result
+
+
+# --------------------------------------------------------------------------- book cache
+def _book_extension():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("nnapprox_book", ROOT / "book" / "_ext" / "nnapprox_book.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def default_parameters(path: Path) -> dict:
+    """The literal assignments of a chapter's ``parameters`` cell."""
+    import ast
+
+    import jupytext
+
+    for cell in jupytext.read(path).cells:
+        if cell.cell_type == "code" and "parameters" in cell.metadata.get("tags", []):
+            values = {}
+            for node in ast.parse(cell.source).body:
+                if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+                    values[node.targets[0].id] = ast.literal_eval(node.value)
+            return values
+    return {}
+
+
+def prime_cache(path: Path, executed: Path, *, profile: str, device: str, seed: int, seconds: float) -> bool:
+    """Store a papermill execution in the book's execution cache, when it is the same run.
+
+    The book executes each chapter with its default parameters (``profile="auto"``,
+    ``device="auto"``, ``seed`` as written). If this run's parameters resolve to exactly those
+    on this machine, the executed notebook (minus papermill's injected cell) is what the book
+    build would compute, so ``jupyter-book build`` can take it from the cache instead of
+    executing the chapter a second time. Returns whether the cache was primed.
+    """
+    import jupytext
+    import nbformat
+    from jupyter_cache import get_cache
+    from jupyter_cache.base import CacheBundleIn
+
+    import nnapprox
+
+    defaults = default_parameters(path)
+    try:
+        same = (nnapprox.resolve_profile(defaults.get("profile", "auto")) == profile
+                and str(nnapprox.resolve_device(defaults.get("device", "auto"))) == device
+                and defaults.get("seed", 0) == seed)
+    except ValueError:
+        return False
+    if not same:
+        return False
+    executed_nb = nbformat.read(executed, as_version=4)
+    ran = [c for c in executed_nb.cells if "injected-parameters" not in c.metadata.get("tags", [])]
+    notebook = jupytext.read(path)
+    if len(ran) != len(notebook.cells) or any(a.source != b.source for a, b in zip(notebook.cells, ran)):
+        return False
+    for cell, done in zip(notebook.cells, ran):
+        if cell.cell_type == "code":
+            cell.outputs = done.get("outputs", [])
+            cell.execution_count = done.get("execution_count")
+    cache_dir = BUILD / ".jupyter_cache"
+    _book_extension().sync_execution_cache(cache_dir)
+    cache = get_cache(str(cache_dir))
+    cache.cache_notebook_bundle(CacheBundleIn(notebook, str(path), data={"execution_seconds": seconds}),
+                                check_validity=False, overwrite=True)
+    return True
 
 
 def _papermill_error(stderr: str, out_nb: Path) -> str:

@@ -19,10 +19,20 @@ def test_quick_profile_settings_and_attributes():
 
 
 def test_auto_profile_follows_cuda(monkeypatch):
+    monkeypatch.delenv("NNAPPROX_PROFILE", raising=False)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert resolve_profile("auto") == "quick"
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     assert resolve_profile("auto") == "full"
+
+
+def test_nnapprox_profile_overrides_auto_only(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setenv("NNAPPROX_PROFILE", "full")
+    assert resolve_profile("auto") == "full" and resolve_profile("quick") == "quick"
+    monkeypatch.setenv("NNAPPROX_PROFILE", "huge")
+    with pytest.raises(ValueError, match="NNAPPROX_PROFILE: valid profiles are"):
+        resolve_profile("auto")
 
 
 @pytest.mark.parametrize("profile", ["fast", "QUICK", "", None, 1])

@@ -56,18 +56,29 @@ def execution_key() -> str:
     return f"lib-{library_hash()[:16]}-profile-{profile}"
 
 
-def _on_config_inited(app: Sphinx, config) -> None:
-    key = execution_key()
-    config.nnapprox_execution_key = key
-    cache = Path(config.nb_execution_cache_path or (Path(app.outdir).parent / ".jupyter_cache"))
-    if not cache.is_absolute():
-        cache = Path(app.confdir) / cache
+def sync_execution_cache(cache: Path, key: str | None = None) -> str:
+    """Clear the jupyter-cache at ``cache`` unless it was filled under the current key.
+
+    The key is stored next to the cache (``.nnapprox-execution-key``). Used by the book
+    build and by the test harness, which fills the same cache with the notebooks it executed.
+    """
+    key = key or execution_key()
     stamp = cache.parent / ".nnapprox-execution-key"
     if cache.exists() and (not stamp.exists() or stamp.read_text() != key):
         logger.info(f"[nnapprox] library or profile changed ({key}): clearing the execution cache {cache}")
         shutil.rmtree(cache)
     stamp.parent.mkdir(parents=True, exist_ok=True)
     stamp.write_text(key)
+    return key
+
+
+def _on_config_inited(app: Sphinx, config) -> None:
+    key = execution_key()
+    config.nnapprox_execution_key = key
+    cache = Path(config.nb_execution_cache_path or (Path(app.outdir).parent / ".jupyter_cache"))
+    if not cache.is_absolute():
+        cache = Path(app.confdir) / cache
+    sync_execution_cache(cache, key)
     app.nnapprox_started = time.time()
 
 

@@ -9,7 +9,9 @@ Profiles
 --------
 ``quick``  CPU-sized: every chapter runs in at most 150 s on a 2-core machine (the tests).
 ``full``   paper-sized: every chapter runs in at most 10 min on one H100 (the published book).
-``auto``   ``full`` when CUDA is available, otherwise ``quick``.
+``auto``   ``full`` when CUDA is available, otherwise ``quick``; the environment variable
+           ``NNAPPROX_PROFILE`` (``quick`` or ``full``) overrides that choice for a whole
+           book build.
 """
 
 from __future__ import annotations
@@ -35,12 +37,19 @@ def _mps_available() -> bool:
 
 
 def resolve_profile(profile: str) -> str:
-    """Map ``auto`` to ``full`` (CUDA present) or ``quick``; reject anything else."""
+    """Map ``auto`` to ``$NNAPPROX_PROFILE`` if set, else ``full`` (CUDA present) or ``quick``."""
     if not isinstance(profile, str) or profile not in PROFILES:
         raise ValueError(
             f"unknown profile {profile!r}: valid profiles are {', '.join(map(repr, PROFILES))}"
         )
     if profile == "auto":
+        forced = os.environ.get("NNAPPROX_PROFILE", "auto") or "auto"
+        if forced not in PROFILES:
+            raise ValueError(
+                f"unknown profile {forced!r} in NNAPPROX_PROFILE: valid profiles are {', '.join(map(repr, PROFILES))}"
+            )
+        if forced != "auto":
+            return forced
         return "full" if torch.cuda.is_available() else "quick"
     return profile
 
