@@ -1,0 +1,139 @@
+"""Mean field, TAP, the unrolled ResNet, Glauber and the reverse SDE."""
+
+import math
+
+import pytest
+import torch
+
+from nnapprox.diffusion import (
+    MLPDenoiser, UnrolledVIResNet, dense_forward, energy, exact_second_moment, glauber,
+    init_weights, knots, mf_trajectory, mlp_width_for, naive_mean_field, noise, operator_norm,
+    posterior_mean, probabilities, relu_tanh, relu_tanh_sup_error_bound, relu_tanh_weights,
+    reverse_sde, sample_exact, sk_coupling, state_index, tap, train_denoiser, tv_distance,
+    unrolled_vi_weights, vi_free_energy, field,
+)
+
+F64 = torch.float64
+
+
+def _gen(seed: int = 0) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+def test_mean_field_fixed_point_is_stationary_for_the_vi_objective():
+    g = _gen(0)
+    A = sk_coupling(20, 0.3, g)
+    h = torch.randn(3, 20, generator=g, dtype=F64)
+    m = naive_mean_field(A, h, n_iter=500).requires_grad_(True)
+    (grad,) = torch.autograd.grad(vi_free_energy(m, A, h).sum(), m)
+    assert float(grad.abs().max()) < 1e-8
+
+
+def test_tap_fixed_point_solves_the_tap_equation():
+    g = _gen(1)
+    A = sk_coupling(30, 0.5, g)
+    h = torch.randn(4, 30, generator=g, dtype=F64)
+    m = tap(A, h, n_iter=400, damping=0.5)
+    onsager = (1 - m**2) @ (A**2).T
+    torch.testing.assert_close(m, torch.tanh(h + m @ A.T - m * onsager), rtol=0, atol=1e-10)
+
+
+def test_tap_beats_mean_field_at_high_temperature():
+    g = _gen(2)
+    A = sk_coupling(12, 0.5, g)
+    ts = torch.full((200,), 1.0, dtype=F64)
+    h = field(noise(sample_exact(A, 200, g), ts, g), ts)
+    m = posterior_mean(A, h)
+    err = lambda u: float(((u - m) ** 2).mean())  # noqa: E731
+    assert err(tap(A, h)) < err(naive_mean_field(A, h)) < err(torch.tanh(h))
+
+
+def test_unrolled_resnet_with_exact_tanh_is_the_mean_field_iteration():
+    g = _gen(3)
+    A = sk_coupling(16, 0.35, g)
+    h = torch.randn(8, 16, generator=g, dtype=F64)
+    for L in (1, 5, 12):
+        net = UnrolledVIResNet(16, L, 8, dtype=F64, exact_tanh=True)
+        net.load_state_dict(unrolled_vi_weights(A, L, 8))
+        torch.testing.assert_close(net(h), mf_trajectory(A, h, L)[-1], rtol=0, atol=1e-13)
+
+
+@pytest.mark.parametrize("weights", ["hand-built", "random"])
+def test_literal_resnet_matrices_agree_with_the_fast_path(weights):
+    g = _gen(4)
+    d, L, M = 6, 3, 8
+    A = sk_coupling(d, 0.5, g)
+    net = UnrolledVIResNet(d, L, M, dtype=F64)
+    net.load_state_dict(unrolled_vi_weights(A, L, M) if weights == "hand-built"
+                        else init_weights(d, L, M, generator=g, dtype=F64))
+    h = 3 * torch.randn(10, d, generator=g, dtype=F64)
+    torch.testing.assert_close(dense_forward(net, h), net(h), rtol=0, atol=1e-12)
+
+
+def test_relu_tanh_error_obeys_the_interpolation_bound_and_shrinks():
+    v = torch.linspace(-10, 10, 40001, dtype=F64)
+    errors = []
+    for M in (4, 8, 16, 32, 64):
+        a, c = relu_tanh_weights(M, 4.0)
+        err = float((relu_tanh(v, a, c, knots(M, 4.0)) - torch.tanh(v)).abs().max())
+        assert err <= relu_tanh_sup_error_bound(M, 4.0)
+        errors.append(err)
+    assert all(b < a for a, b in zip(errors, errors[1:]))
+
+
+def test_unrolled_network_error_contracts_to_the_fixed_point():
+    g = _gen(5)
+    A = sk_coupling(16, 0.3, g)
+    rho = operator_norm(A)
+    assert rho < 1
+    h = torch.randn(4, 16, generator=g, dtype=F64)
+    m_star = naive_mean_field(A, h, 1000)
+    dist = (mf_trajectory(A, h, 20) - m_star).norm(dim=2)
+    bound = rho ** torch.arange(21, dtype=F64)[:, None] * dist[0]
+    assert bool((dist <= bound * (1 + 1e-9) + 1e-13).all())
+
+
+def test_glauber_has_the_exact_stationary_law():
+    g = _gen(6)
+    A = sk_coupling(4, 1.0, g)
+    x = glauber(A, 40_000, 30, g)
+    assert tv_distance(x, probabilities(A)) < 0.02
+
+
+def test_glauber_rejects_a_nonzero_diagonal():
+    with pytest.raises(ValueError, match="zero diagonal"):
+        glauber(torch.eye(3, dtype=F64), 2, 1)
+
+
+def test_reverse_sde_with_the_exact_score_samples_the_model():
+    g = _gen(7)
+    A = sk_coupling(5, 0.8, g)
+    x, Ys, ts = reverse_sde(lambda h: posterior_mean(A, h), 5, 20_000, n_steps=150, generator=g, n_snapshots=3)
+    assert Ys.shape == (3, 20_000, 5) and ts.shape == (3,)
+    assert set(x.unique().tolist()) <= {-1.0, 1.0}
+    assert tv_distance(x, probabilities(A)) < 0.03
+    floor = float(torch.linalg.matrix_norm(x.T @ x / 20_000 - exact_second_moment(A)))
+    assert floor < 0.1
+
+
+def test_denoiser_training_reduces_the_loss():
+    g = _gen(8)
+    A = sk_coupling(6, 0.6, g)
+    x = sample_exact(A, 256, g)
+    net = UnrolledVIResNet(6, 3, 8)
+    net.load_state_dict(init_weights(6, 3, 8, generator=g))
+    losses = train_denoiser(net, x, 150, g, batch_size=128, lr=1e-2)
+    assert sum(losses[-20:]) / 20 < sum(losses[:20]) / 20
+    mlp = MLPDenoiser(6, mlp_width_for(6, net.n_parameters()), generator=g)
+    assert abs(mlp.n_parameters() - net.n_parameters()) / net.n_parameters() < 0.15
+
+
+def test_bad_iteration_parameters_raise():
+    A = sk_coupling(3, 0.5)
+    h = torch.zeros(1, 3, dtype=F64)
+    with pytest.raises(ValueError, match="damping"):
+        tap(A, h, 10, damping=1.5)
+    with pytest.raises(ValueError, match="0 < delta < T"):
+        reverse_sde(lambda h: h, 3, 10, T=1.0, delta=2.0)
+    with pytest.raises(ValueError, match="M >= 1"):
+        knots(0, 4.0)
