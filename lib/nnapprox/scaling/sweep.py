@@ -1,0 +1,203 @@
+r"""Train a whole sweep of model sizes and data sizes at once.
+
+Chapter *Neural scaling laws*, section "A real corpus, offline".
+
+A scaling-law study trains :math:`M` models (widths :math:`W_m`, data sizes :math:`D_m`).
+Small models cannot keep an accelerator busy one at a time, so the sweep is trained as
+*one* model: every weight gets a leading model axis, widths are padded to
+:math:`W_{\max}` and the padded hidden units are masked to zero,
+
+.. math::  h_m = \mathrm{ReLU}(W_{1,m} e_m + b_{1,m}) \odot \mathbb 1[j < W_m], \qquad
+           \mathcal L = \sum_{m=1}^{M} \mathcal L_m ,
+
+so that :math:`\partial \mathcal L / \partial \theta_m = \partial \mathcal L_m / \partial \theta_m`
+and Adam, being elementwise, updates every model exactly as if it trained alone (masked
+weights get zero gradients, hence zero Adam updates). Model :math:`m` sees only the first
+:math:`D_m` bytes of the training stream. The test loss is evaluated every
+``eval_every`` steps and the best value is kept (early stopping, as for the data-limited
+runs of ``kaplan2020scaling``).
+
+:func:`train_sweep_loop` trains the same models one after the other with
+:class:`~nnapprox.scaling.byte_lm.ByteMLP`: the readable reference, tested to agree in fp64.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from jaxtyping import Float, Int, UInt8
+from torch import Tensor
+
+from ..progress import progress
+from .byte_lm import VOCAB, ByteMLP, make_contexts, non_embedding_params
+
+
+def init_sweep(
+    widths: list[int], context: int, d_emb: int, generator: torch.Generator,
+    dtype: torch.dtype = torch.float32,
+) -> tuple[dict[str, Tensor], Float[Tensor, "M W_max"]]:
+    """Stacked, padded initial weights (PyTorch's default ``nn.Linear``/``nn.Embedding`` scales) and the width mask."""
+    if not widths or min(widths) < 1:
+        raise ValueError(f"widths must be a non-empty list of positive integers, got {widths}")
+    M, W_max, fan_in = len(widths), max(widths), context * d_emb
+    width = torch.tensor(widths, dtype=dtype).view(M, 1)
+    mask = (torch.arange(W_max, dtype=dtype).view(1, W_max) < width).to(dtype)
+
+    def uniform(shape: tuple[int, ...], bound: Tensor | float) -> Tensor:
+        return (2 * torch.rand(shape, generator=generator, dtype=dtype) - 1) * bound
+
+    params = {
+        "E": torch.randn((M, VOCAB, d_emb), generator=generator, dtype=dtype),
+        "W_1": uniform((M, fan_in, W_max), 1 / math.sqrt(fan_in)) * mask.unsqueeze(1),
+        "b_1": uniform((M, W_max), 1 / math.sqrt(fan_in)) * mask,
+        "W_2": uniform((M, W_max, VOCAB), 1 / width.sqrt().unsqueeze(-1)) * mask.unsqueeze(-1),
+        "b_2": uniform((M, VOCAB), 1 / width.sqrt()),
+    }
+    return params, mask
+
+
+def sweep_logits(
+    params: dict[str, Tensor], mask: Float[Tensor, "M W_max"], x: Int[Tensor, "M batch context"]
+) -> Float[Tensor, "M batch vocab"]:
+    """Forward pass of all ``M`` models at once."""
+    M, B, k = x.shape
+    e = torch.gather(params["E"], 1, x.reshape(M, B * k, 1).expand(-1, -1, params["E"].shape[-1]))
+    e = e.reshape(M, B, -1)  # (M, batch, context * d_emb)
+    h = torch.relu(torch.baddbmm(params["b_1"].unsqueeze(1), e, params["W_1"])) * mask.unsqueeze(1)
+    return torch.baddbmm(params["b_2"].unsqueeze(1), h, params["W_2"])  # (M, batch, vocab)
+
+
+def sample_positions(
+    D: list[int], n_steps: int, batch: int, context: int, generator: torch.Generator
+) -> Int[Tensor, "n_steps M batch"]:
+    """Start positions of every training batch: model ``m`` draws uniformly from its first ``D_m`` bytes."""
+    if min(D) <= context:
+        raise ValueError(f"every data size must exceed the context {context}, got {D}")
+    limit = torch.tensor([d - context for d in D], dtype=torch.float64).view(1, -1, 1)
+    u = torch.rand((n_steps, len(D), batch), generator=generator, dtype=torch.float64)
+    return (u * limit).long()
+
+
+def lr_schedule(step: int, n_steps: int, lr: float) -> float:
+    """Linear warm-up over the first 5% of steps, then cosine decay to ``lr / 10``."""
+    warm = max(1, n_steps // 20)
+    if step < warm:
+        return lr * (step + 1) / warm
+    t = (step - warm) / max(1, n_steps - warm)
+    return lr * (0.1 + 0.45 * (1 + math.cos(math.pi * t)))
+
+
+def _check(widths: list[int], D: list[int], train: Tensor, eval_every: int) -> None:
+    if len(widths) != len(D):
+        raise ValueError(f"one data size per model: got {len(widths)} widths and {len(D)} data sizes")
+    if max(D) > len(train):
+        raise ValueError(f"largest data size {max(D)} exceeds the training stream ({len(train)} bytes)")
+    if eval_every < 1:
+        raise ValueError(f"eval_every must be >= 1, got {eval_every}")
+
+
+def train_sweep(
+    train: UInt8[Tensor, " n_train"],
+    test: UInt8[Tensor, " n_test"],
+    widths: list[int],
+    D: list[int],
+    generator: torch.Generator,
+    *,
+    n_steps: int = 1000,
+    batch: int = 64,
+    lr: float = 3e-3,
+    context: int = 8,
+    d_emb: int = 16,
+    eval_every: int = 100,
+    n_eval: int = 4096,
+    device: torch.device | str = "cpu",
+    dtype: torch.dtype = torch.float32,
+) -> dict[str, Tensor]:
+    """Train all models of the sweep at once; return ``N``, ``best`` and ``final`` test losses and the ``curves``.
+
+    ``curves`` has shape ``(n_evals, M)`` (test loss in nats per byte at steps
+    ``eval_every, 2 eval_every, ...``). Random draws (initialisation, batches, test
+    positions) come from ``generator`` in a fixed order shared with :func:`train_sweep_loop`.
+    """
+    _check(widths, D, train, eval_every)
+    params, mask = init_sweep(widths, context, d_emb, generator, dtype)
+    positions = sample_positions(D, n_steps, batch, context, generator)
+    test_pos = torch.randint(0, len(test) - context, (n_eval,), generator=generator)
+    device = torch.device(device)
+    params = {k: v.to(device).requires_grad_() for k, v in params.items()}
+    mask, train, test = mask.to(device), train.to(device), test.to(device)
+    x_test, y_test = make_contexts(test, test_pos.to(device), context)
+    M = len(widths)
+    x_test = x_test.unsqueeze(0).expand(M, -1, -1)
+    opt = torch.optim.Adam(params.values(), lr=lr, foreach=False, fused=device.type in ("cpu", "cuda"))
+    curves = []
+    for step in progress(range(n_steps), desc=f"sweep of {M} models"):
+        for group in opt.param_groups:
+            group["lr"] = lr_schedule(step, n_steps, lr)
+        x, y = make_contexts(train, positions[step].to(device), context)  # (M, batch, context), (M, batch)
+        logits = sweep_logits(params, mask, x)
+        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, VOCAB), y.reshape(-1), reduction="none")
+        loss.view(M, batch).mean(dim=1).sum().backward()  # sum over models of each model's mean loss
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        if (step + 1) % eval_every == 0:
+            with torch.no_grad():
+                logits = sweep_logits(params, mask, x_test)
+                ce = torch.nn.functional.cross_entropy(
+                    logits.reshape(-1, VOCAB), y_test.repeat(M), reduction="none").view(M, -1).mean(dim=1)
+            curves.append(ce.double().cpu())
+    curves_t = torch.stack(curves)
+    N = torch.tensor([non_embedding_params(w, context, d_emb) for w in widths], dtype=torch.float64)
+    return {"N": N, "D": torch.tensor(D, dtype=torch.float64), "best": curves_t.min(dim=0).values,
+            "final": curves_t[-1], "curves": curves_t}
+
+
+def train_sweep_loop(
+    train: UInt8[Tensor, " n_train"],
+    test: UInt8[Tensor, " n_test"],
+    widths: list[int],
+    D: list[int],
+    generator: torch.Generator,
+    *,
+    n_steps: int = 1000,
+    batch: int = 64,
+    lr: float = 3e-3,
+    context: int = 8,
+    d_emb: int = 16,
+    eval_every: int = 100,
+    n_eval: int = 4096,
+    device: torch.device | str = "cpu",
+    dtype: torch.dtype = torch.float32,
+) -> dict[str, Tensor]:
+    """Reference: the same sweep as :func:`train_sweep`, one plain :class:`ByteMLP` after the other."""
+    _check(widths, D, train, eval_every)
+    params, _ = init_sweep(widths, context, d_emb, generator, dtype)
+    positions = sample_positions(D, n_steps, batch, context, generator)
+    test_pos = torch.randint(0, len(test) - context, (n_eval,), generator=generator)
+    device = torch.device(device)
+    train, test = train.to(device), test.to(device)
+    x_test, y_test = make_contexts(test, test_pos.to(device), context)
+    curves = torch.zeros(n_steps // eval_every, len(widths), dtype=torch.float64)
+    for m, W in enumerate(progress(widths, desc="sweep, one model at a time")):
+        model = ByteMLP(W, context, d_emb).to(device=device, dtype=dtype)
+        with torch.no_grad():  # same initial weights as model m of the batched sweep
+            model.E.weight.copy_(params["E"][m])
+            model.W_1.weight.copy_(params["W_1"][m, :, :W].T)
+            model.W_1.bias.copy_(params["b_1"][m, :W])
+            model.W_2.weight.copy_(params["W_2"][m, :W, :].T)
+            model.W_2.bias.copy_(params["b_2"][m])
+        opt = torch.optim.Adam(model.parameters(), lr=lr)
+        for step in range(n_steps):
+            for group in opt.param_groups:
+                group["lr"] = lr_schedule(step, n_steps, lr)
+            x, y = make_contexts(train, positions[step, m].to(device), context)
+            torch.nn.functional.cross_entropy(model(x), y).backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            if (step + 1) % eval_every == 0:
+                with torch.no_grad():
+                    curves[(step + 1) // eval_every - 1, m] = torch.nn.functional.cross_entropy(model(x_test), y_test)
+    N = torch.tensor([non_embedding_params(w, context, d_emb) for w in widths], dtype=torch.float64)
+    return {"N": N, "D": torch.tensor(D, dtype=torch.float64), "best": curves.min(dim=0).values,
+            "final": curves[-1], "curves": curves}

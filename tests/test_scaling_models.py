@@ -1,0 +1,69 @@
+"""Quanta model, teacher-student, corpus and the batched sweep."""
+
+import numpy as np
+import pytest
+import torch
+
+from nnapprox.scaling import (
+    expected_loss_data_limited, fit_loglog, load_stdlib_corpus, loss_capacity_limited, loss_data_limited,
+    quanta_probs, random_features_curve, tanh_teacher, train_sweep, train_sweep_loop, variance_limited_curve,
+)
+
+
+def test_quanta_capacity_slope():
+    N = np.unique(np.logspace(2, 5, 10).astype(int))
+    for alpha in (0.5, 1.0):
+        assert fit_loglog(N, loss_capacity_limited(alpha, N)).slope == pytest.approx(-alpha, abs=0.01)
+
+
+def test_quanta_probs_sum_and_tail():
+    p = quanta_probs(0.7, 1000)
+    tail = loss_capacity_limited(0.7, np.array([1000]))[0]
+    assert float(p.sum()) + tail == pytest.approx(1.0, abs=1e-12)
+
+
+def test_quanta_data_limited_sample_matches_expectation():
+    D = np.array([10_000, 100_000])
+    g = torch.Generator().manual_seed(0)
+    sampled = np.mean([loss_data_limited(1.0, D, g, n_quanta=100_000) for _ in range(5)], axis=0)
+    np.testing.assert_allclose(sampled, expected_loss_data_limited(1.0, D, n_quanta=100_000), rtol=0.05)
+
+
+def test_quanta_bad_alpha():
+    with pytest.raises(ValueError, match="alpha must be > 0"):
+        quanta_probs(0.0, 10)
+
+
+def test_teacher_student_one_d_is_steep():
+    g = torch.Generator().manual_seed(0)
+    N = [20, 40, 80, 160]
+    mse = random_features_curve(tanh_teacher(1, g), 1, N, g, n_train=2000, n_test=2000)
+    assert -fit_loglog(np.array(N), mse).slope > 2.0  # theory: 4/d = 4
+
+
+def test_variance_limited_excess_positive_and_decreasing():
+    g = torch.Generator().manual_seed(0)
+    ex = variance_limited_curve(tanh_teacher(2, g), 2, 10, [200, 2000, 20000], g, n_test=5000)
+    assert (ex > 0).all() and ex[0] > ex[-1]
+
+
+def test_corpus_holds_out_every_tenth_file():
+    c = load_stdlib_corpus()
+    assert c.n_test_files == c.n_files // 10
+    assert len(c.file_list_sha256) == 64 and len(c.train) > 10 * len(c.test) / 2
+
+
+def test_batched_sweep_equals_loop_fp64():
+    c = load_stdlib_corpus()
+    kw = dict(n_steps=12, batch=8, eval_every=4, n_eval=64, dtype=torch.float64)
+    widths, D = [4, 8, 6], [1000, 5000, 2000]
+    a = train_sweep(c.train, c.test, widths, D, torch.Generator().manual_seed(0), **kw)
+    b = train_sweep_loop(c.train, c.test, widths, D, torch.Generator().manual_seed(0), **kw)
+    torch.testing.assert_close(a["curves"], b["curves"], rtol=0, atol=1e-12)
+    assert torch.equal(a["N"], b["N"])
+
+
+def test_sweep_rejects_mismatched_sizes():
+    c = load_stdlib_corpus()
+    with pytest.raises(ValueError, match="one data size per model"):
+        train_sweep(c.train, c.test, [4, 8], [1000], torch.Generator().manual_seed(0), n_steps=2)
