@@ -1,0 +1,34 @@
+"""When gradient descent fails: expressivity is not learnability.
+
+The library of the chapter ``chapters/failures.md``: parities and the Walsh–Hadamard
+transform, the exact gradient variance over a family of targets (Theorem 1 of
+Shalev-Shwartz, Shamir & Shammah 2017), parity learning with SGD, linear-periodic targets
+(Shamir 2016), ill-conditioned piecewise-linear curves, sparse parities, and the sensitivity
+of soft attention (Hahn 2020).
+"""
+
+from .grad_variance import (
+    LOSSES,
+    gradient_snr,
+    loss_derivative,
+    loss_fn,
+    mlp_forward,
+    mlp_init,
+    parity_gradient_variance,
+    parity_gradient_variance_reference,
+    per_example_gradients,
+)
+from .parity import all_parities, hypercube, parity, random_subset, sample_parity, subset_mask
+from .parity_sgd import ensemble_forward, init_ensemble, sample_ensemble_batch, train_parity_ensemble
+from .periodic import (
+    linear_periodic,
+    periodic_gradient_variance,
+    periodic_loss_landscape,
+    r_squared,
+    random_directions,
+    train_periodic_ensemble,
+)
+from .sensitivity import encoder_forward, flip_sensitivity, init_encoder, loglog_slope, positional_encoding
+from .walsh_hadamard import fwht, hadamard_matrix
+
+__all__ = [name for name in dir() if not name.startswith("_")]

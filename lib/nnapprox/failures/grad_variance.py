@@ -1,0 +1,146 @@
+r"""Exact variance of the loss gradient over a whole orthonormal family of targets.
+
+Chapter "When gradient descent fails", section "The theorem" (Theorem 1 of
+{cite}`shalevshwartz2017failures`).
+
+For targets :math:`h \in \mathcal H` and a predictor :math:`p_w` with per-example gradient
+:math:`g(x) = \partial_w p_w(x)`, the population gradient is
+:math:`\nabla F_h(w) = \mathbb{E}_x[\ell'(p_w(x), h(x))\, g(x)]` and
+
+.. math::  \mathrm{Var}(\mathcal H, F, w) = \mathbb{E}_h \big\|\nabla F_h(w) - \mathbb{E}_{h'}\nabla F_{h'}(w)\big\|^2
+           \le \frac{G(w)^2}{|\mathcal H|}, \qquad G(w)^2 = \mathbb{E}_x\|g(x)\|^2 .
+
+For :math:`\pm1` labels write :math:`\ell'(p, h) = \alpha(x) + \beta(x) h` with
+:math:`\beta = \tfrac12(\ell'(p, 1) - \ell'(p, -1))` (:math:`\beta = -1` for the square loss,
+:math:`|\beta| \le 1` for :math:`\ell = r(p h)` with :math:`r` 1-Lipschitz). Only the second
+term depends on :math:`h`, so for the :math:`2^d` parities with :math:`x` uniform on the cube
+
+.. math::  \nabla F_{\chi_S}(w) = \mathbb{E}_x[\alpha g] + 2^{-d}\,(H\,[\beta g])_S ,
+
+all :math:`2^d` gradients from one fast Walsh–Hadamard transform of the per-example gradients
+(:func:`parity_gradient_variance`). :func:`parity_gradient_variance_reference` computes the
+same number the readable way: one autograd call per parity.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+from jaxtyping import Float
+from torch import Tensor
+
+from .parity import all_parities, hypercube
+from .walsh_hadamard import fwht
+
+Params = dict[str, Tensor]
+Model = Callable[[Params, Tensor], Tensor]
+LOSSES = ("square", "hinge", "logistic")
+
+
+def loss_fn(p: Float[Tensor, " batch"], y: Float[Tensor, " batch"], loss: str) -> Float[Tensor, " batch"]:
+    r"""Per-example loss: square :math:`\tfrac12(p-y)^2`, hinge :math:`[1-py]_+`, logistic :math:`\log(1+e^{-py})`."""
+    if loss == "square":
+        return 0.5 * (p - y) ** 2
+    if loss == "hinge":
+        return torch.relu(1.0 - p * y)
+    if loss == "logistic":
+        return torch.nn.functional.softplus(-p * y)
+    raise ValueError(f"unknown loss {loss!r}: valid losses are {', '.join(map(repr, LOSSES))}")
+
+
+def loss_derivative(p: Float[Tensor, " batch"], y: Float[Tensor, " batch"], loss: str) -> Float[Tensor, " batch"]:
+    r""":math:`\partial \ell(p, y) / \partial p` (hinge: the subgradient :math:`-y\,[py < 1]`)."""
+    if loss == "square":
+        return p - y
+    if loss == "hinge":
+        return -y * (p * y < 1.0).to(p.dtype)
+    if loss == "logistic":
+        return -y * torch.sigmoid(-p * y)
+    raise ValueError(f"unknown loss {loss!r}: valid losses are {', '.join(map(repr, LOSSES))}")
+
+
+def mlp_init(d: int, width: int, generator: torch.Generator | None = None, dtype: torch.dtype = torch.float64) -> Params:
+    r"""One hidden layer :math:`p_w(x) = v^\top \sigma(Wx + b) + c` with PyTorch's default uniform init."""
+    if d < 1 or width < 1:
+        raise ValueError(f"d and width must be >= 1, got d={d}, width={width}")
+    dev = generator.device if generator is not None else torch.device("cpu")
+
+    def uniform(shape: tuple[int, ...], fan_in: int) -> Tensor:
+        u = torch.rand(shape, generator=generator, dtype=dtype, device=dev)
+        return (2 * u - 1) / fan_in**0.5
+
+    return {"W": uniform((width, d), d), "b": uniform((width,), d), "v": uniform((width,), width), "c": uniform((), width)}
+
+
+def mlp_forward(params: Params, x: Float[Tensor, "batch d"]) -> Float[Tensor, " batch"]:
+    r""":math:`p_w(x) = v^\top \mathrm{ReLU}(Wx + b) + c`."""
+    return torch.relu(x @ params["W"].T + params["b"]) @ params["v"] + params["c"]
+
+
+def per_example_gradients(model: Model, params: Params, x: Float[Tensor, "batch d"]) -> Float[Tensor, "batch P"]:
+    r"""Rows :math:`g(x_i) = \partial_w p_w(x_i)`, all parameters flattened (``torch.func.vmap`` of ``grad``)."""
+
+    def one(p: Params, xi: Tensor) -> Tensor:
+        return model(p, xi[None, :])[0]
+
+    grads = torch.func.vmap(torch.func.grad(one), in_dims=(None, 0))(params, x)
+    return torch.cat([grads[k].reshape(x.shape[0], -1) for k in params], dim=1)  # (batch, P)
+
+
+def parity_gradient_variance(
+    model: Model, params: Params, d: int, loss: str = "square"
+) -> tuple[float, float, Float[Tensor, "two_d P"]]:
+    r"""Exact :math:`\mathrm{Var}(\mathcal H, F, w)` over all :math:`2^d` parities, and :math:`G(w)^2`.
+
+    Uses the whole cube as the input distribution (exact expectations) and one fast
+    Walsh–Hadamard transform of :math:`\beta(x) g(x)`. Returns ``(var, G2, grads)`` where row
+    ``s`` of ``grads`` is :math:`\nabla F_{\chi_S}(w)`.
+    """
+    loss_fn(torch.zeros(1), torch.zeros(1), loss)  # validates the name before any work
+    dtype = next(iter(params.values())).dtype
+    x = hypercube(d, dtype).to(next(iter(params.values())).device)
+    with torch.no_grad():
+        p = model(params, x)
+    g = per_example_gradients(model, params, x)  # (2^d, P)
+    ones = torch.ones_like(p)
+    alpha = 0.5 * (loss_derivative(p, ones, loss) + loss_derivative(p, -ones, loss))
+    beta = 0.5 * (loss_derivative(p, ones, loss) - loss_derivative(p, -ones, loss))
+    grads = (alpha[:, None] * g).mean(0) + fwht(beta[:, None] * g) / 2**d  # (2^d, P)
+    var = float(((grads - grads.mean(0)) ** 2).sum(1).mean())
+    G2 = float((g**2).sum(1).mean())
+    return var, G2, grads
+
+
+def parity_gradient_variance_reference(
+    model: Model, params: Params, d: int, loss: str = "square"
+) -> tuple[float, float, Float[Tensor, "two_d P"]]:
+    r"""Same as :func:`parity_gradient_variance`, one autograd call per parity (readable, :math:`O(4^d)`)."""
+    loss_fn(torch.zeros(1), torch.zeros(1), loss)
+    dtype = next(iter(params.values())).dtype
+    device = next(iter(params.values())).device
+    x = hypercube(d, dtype).to(device)
+    targets = all_parities(d, dtype).to(device)  # (2^d subsets, 2^d points)
+    leaves = {k: t.detach().clone().requires_grad_(True) for k, t in params.items()}
+    rows = []
+    for y in targets:
+        F = loss_fn(model(leaves, x), y, loss).mean()
+        grad = torch.autograd.grad(F, list(leaves.values()))
+        rows.append(torch.cat([t.reshape(-1) for t in grad]))
+    grads = torch.stack(rows)
+    var = float(((grads - grads.mean(0)) ** 2).sum(1).mean())
+    g = per_example_gradients(model, params, x)
+    return var, float((g**2).sum(1).mean()), grads
+
+
+def gradient_snr(
+    model: Model, params: Params, x: Float[Tensor, "batch d"], y: Float[Tensor, " batch"], loss: str = "square"
+) -> float:
+    r"""Signal-to-noise ratio of the per-example loss gradient for one target:
+    :math:`\|\mathbb{E}\nabla\ell\|^2 / \mathbb{E}\|\nabla\ell - \mathbb{E}\nabla\ell\|^2` over the sample."""
+    with torch.no_grad():
+        p = model(params, x)
+    grads = loss_derivative(p, y, loss)[:, None] * per_example_gradients(model, params, x)
+    mean = grads.mean(0)
+    noise = ((grads - mean) ** 2).sum(1).mean()
+    return float((mean**2).sum() / noise)

@@ -1,0 +1,117 @@
+r"""Learning parities with SGD: several input dimensions trained at once as one batched ensemble.
+
+Chapter "When gradient descent fails", section "Parity with SGD" (the setting of §2.1 of
+{cite}`shalevshwartz2017failures`): inputs uniform on :math:`\{\pm1\}^d`, label
+:math:`y = \chi_S(x)` for a hidden subset of size :math:`k`, a one-hidden-layer network of
+:math:`10d` ReLUs, hinge loss :math:`[1 - y\,p_w(x)]_+`, plain SGD
+
+.. math::  w_{t+1} = w_t - \eta\, \frac{1}{B}\sum_{i=1}^{B} \nabla_w [1 - y_i\, p_{w_t}(x_i)]_+ .
+
+Member :math:`e` of the ensemble has its own :math:`d_e`; all members are zero-padded to
+:math:`d_{\max}` inputs and :math:`10 d_{\max}` hidden units and advanced by one batched
+matrix product. The padding is exact: a padded input is always 0 and a padded unit has zero
+weights, :math:`\mathrm{ReLU}(0) = 0` and :math:`\mathrm{ReLU}'(0) = 0`, so neither ever
+receives a gradient. :func:`train_parity_reference` trains one member the readable way.
+"""
+
+from __future__ import annotations
+
+import torch
+from jaxtyping import Float, Int
+from torch import Tensor
+
+from ..progress import progress
+from .parity import random_subset, sample_parity
+
+Params = dict[str, Tensor]
+
+
+def init_ensemble(
+    ds: list[int], width_factor: int, generator: torch.Generator | None = None, dtype: torch.dtype = torch.float32
+) -> Params:
+    r"""Stacked, zero-padded weights of one-hidden-layer nets of widths ``width_factor * d`` (PyTorch default init)."""
+    if not ds or any(not isinstance(d, int) or d < 1 for d in ds):
+        raise ValueError(f"ds must be a non-empty list of positive integers, got {ds!r}")
+    if width_factor < 1:
+        raise ValueError(f"width_factor must be >= 1, got {width_factor}")
+    dev = generator.device if generator is not None else torch.device("cpu")
+    E, d_max = len(ds), max(ds)
+    m_max = width_factor * d_max
+    params = {k: torch.zeros(s, dtype=dtype, device=dev) for k, s in
+              {"W": (E, m_max, d_max), "b": (E, m_max), "v": (E, m_max), "c": (E,)}.items()}
+    for e, d in enumerate(ds):
+        m = width_factor * d
+        u = lambda shape, fan_in: (2 * torch.rand(shape, generator=generator, dtype=dtype, device=dev) - 1) / fan_in**0.5  # noqa: E731
+        params["W"][e, :m, :d] = u((m, d), d)
+        params["b"][e, :m] = u((m,), d)
+        params["v"][e, :m] = u((m,), m)
+        params["c"][e] = u((), m)
+    return params
+
+
+def ensemble_forward(params: Params, x: Float[Tensor, "E batch d_max"]) -> Float[Tensor, "E batch"]:
+    r""":math:`p_e(x) = v_e^\top \mathrm{ReLU}(W_e x + b_e) + c_e` for every member at once."""
+    hidden = torch.relu(torch.bmm(x, params["W"].transpose(1, 2)) + params["b"][:, None, :])  # (E, batch, m_max)
+    return (hidden * params["v"][:, None, :]).sum(-1) + params["c"][:, None]
+
+
+def sample_ensemble_batch(
+    masks: Int[Tensor, "E d_max"], ds: list[int], n: int, generator: torch.Generator | None = None
+) -> tuple[Float[Tensor, "E n d_max"], Float[Tensor, "E n"]]:
+    r"""``n`` fresh uniform :math:`\pm1` inputs per member (zero beyond :math:`d_e`) and their parities."""
+    dev = generator.device if generator is not None else torch.device("cpu")
+    E, d_max = masks.shape
+    x = 1.0 - 2.0 * torch.randint(0, 2, (E, n, d_max), generator=generator, device=dev).float()
+    active = (torch.arange(d_max, device=dev)[None, :] < torch.tensor(ds, device=dev)[:, None]).float()  # (E, d_max)
+    x = x * active[:, None, :]
+    y = torch.where(masks.bool().to(dev)[:, None, :], x, torch.ones_like(x)).prod(-1)
+    return x, y
+
+
+def train_parity_ensemble(
+    ds: list[int],
+    ks: list[int],
+    n_steps: int,
+    generator: torch.Generator,
+    *,
+    width_factor: int = 10,
+    batch: int = 128,
+    lr: float = 0.01,
+    eval_every: int = 500,
+    n_eval: int = 2048,
+) -> tuple[Int[Tensor, " evals"], Float[Tensor, "evals E"], Int[Tensor, "E d_max"]]:
+    r"""Train one network per ``(d, k)`` pair with hinge loss and SGD; return the accuracy curves.
+
+    Returns ``(steps, accuracy, masks)``: ``accuracy[t, e]`` is the fraction of ``n_eval``
+    fresh inputs whose sign :math:`\mathrm{sign}\,p_e(x)` equals the parity, after ``steps[t]``
+    SGD steps; ``masks[e]`` is the hidden subset (a uniformly random ``k``-subset).
+    """
+    if len(ds) != len(ks) or any(not 0 < k <= d for d, k in zip(ds, ks)):
+        raise ValueError(f"need one subset size 0 < k <= d per d, got ds={ds}, ks={ks}")
+    if n_steps < 1 or eval_every < 1:
+        raise ValueError(f"n_steps and eval_every must be >= 1, got {n_steps}, {eval_every}")
+    d_max = max(ds)
+    masks = torch.zeros(len(ds), d_max, dtype=torch.long)
+    for e, (d, k) in enumerate(zip(ds, ks)):
+        masks[e, :d] = random_subset(d, k, generator)
+    params = init_ensemble(ds, width_factor, generator)
+    for t in params.values():
+        t.requires_grad_(True)
+    x_eval, y_eval = sample_ensemble_batch(masks, ds, n_eval, generator)
+
+    def accuracy() -> Tensor:
+        with torch.no_grad():
+            return (torch.sign(ensemble_forward(params, x_eval)) == y_eval).float().mean(1).cpu()
+
+    steps, curve = [0], [accuracy()]
+    for step in progress(range(1, n_steps + 1), desc="parity SGD"):
+        x, y = sample_ensemble_batch(masks, ds, batch, generator)
+        hinge = torch.relu(1.0 - y * ensemble_forward(params, x)).mean(1).sum()  # members are independent
+        grads = torch.autograd.grad(hinge, list(params.values()))
+        with torch.no_grad():
+            for t, g in zip(params.values(), grads):
+                t -= lr * g
+        if step % eval_every == 0 or step == n_steps:
+            steps.append(step)
+            curve.append(accuracy())
+    return torch.tensor(steps), torch.stack(curve), masks

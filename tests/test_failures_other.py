@@ -1,0 +1,65 @@
+"""Tests of the linear-periodic, sensitivity and training modules of the failures chapter."""
+
+import math
+
+import pytest
+import torch
+
+import nnapprox.failures as F
+
+
+def test_landscape_matches_monte_carlo():
+    g = torch.Generator().manual_seed(0)
+    u = torch.tensor([0.6, 0.8], dtype=torch.float64)
+    w = torch.tensor([[0.3, -0.2], [1.0, 1.0], [1.2, 1.6]], dtype=torch.float64)
+    x = torch.randn(400_000, 2, generator=g, dtype=torch.float64)
+    mc = ((torch.cos(x @ w.T) - torch.cos(2.0 * x @ u)[:, None]) ** 2).mean(0)
+    torch.testing.assert_close(F.periodic_loss_landscape(w, u, 2.0), mc, rtol=0, atol=5e-3)
+    assert float(F.periodic_loss_landscape(2.0 * u, u, 2.0)) == pytest.approx(0.0, abs=1e-12)
+
+
+def test_periodic_variance_unbiased_against_large_sample():
+    """Cross-fitted estimator: a small sample agrees with a large one for the same directions."""
+    d, rs = 3, [1.0, 2.0]
+    params = F.mlp_init(d, 8, torch.Generator().manual_seed(0))
+    big = F.periodic_gradient_variance(F.mlp_forward, params, d, rs, 16, 2**17, torch.Generator().manual_seed(1))
+    small = F.periodic_gradient_variance(F.mlp_forward, params, d, rs, 16, 2**12, torch.Generator().manual_seed(1))
+    # same directions (same generator start), smaller sample: agrees within sampling error
+    assert torch.allclose(small, big, rtol=0.3)
+
+
+def test_r_squared_perfect_and_constant():
+    y = torch.randn(100, generator=torch.Generator().manual_seed(0))
+    assert float(F.r_squared(y, y)) == 1.0
+    assert float(F.r_squared(torch.full_like(y, float(y.mean())), y)) == pytest.approx(0.0, abs=1e-6)
+
+
+def test_periodic_training_ensemble_shapes_and_validation():
+    r2, losses = F.train_periodic_ensemble([(2, 1.0), (3, 1.0)], 5, torch.Generator().manual_seed(0), width=8)
+    assert r2.shape == (2,) and losses.shape == (5, 2)
+    with pytest.raises(ValueError, match="configs"):
+        F.train_periodic_ensemble([(2, -1.0)], 5, torch.Generator())
+
+
+def test_parity_training_learns_small_d():
+    steps, acc, masks = F.train_parity_ensemble([4], [2], 1500, torch.Generator().manual_seed(0), eval_every=500, lr=0.05)
+    assert masks.sum() == 2 and acc[-1, 0] > 0.95
+
+
+def test_sensitivity_decays_like_one_over_n():
+    layers = F.init_encoder(2, 8, torch.Generator().manual_seed(0))
+    ns = torch.tensor([16.0, 64.0, 256.0])
+    change = torch.tensor([F.flip_sensitivity(layers, int(n), 16, torch.Generator().manual_seed(int(n))) for n in ns])
+    assert -1.3 < F.loglog_slope(ns, change) < -0.7
+
+
+def test_loglog_slope_recovers_power():
+    x = torch.tensor([1.0, 2.0, 4.0, 8.0], dtype=torch.float64)
+    assert F.loglog_slope(x, 3 * x**-1.5) == pytest.approx(-1.5, abs=1e-12)
+    with pytest.raises(ValueError):
+        F.loglog_slope(x, -x)
+
+
+def test_positional_encoding_bounded():
+    pe = F.positional_encoding(50, 7)
+    assert pe.shape == (50, 7) and pe.abs().max() <= 1.0 + 1e-12 and not math.isnan(float(pe.sum()))

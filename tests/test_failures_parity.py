@@ -1,0 +1,101 @@
+"""Exactness and property tests of the parity / Walsh–Hadamard / gradient-variance modules."""
+
+import pytest
+import torch
+
+import nnapprox
+import nnapprox.failures as F
+
+
+@pytest.mark.parametrize("d", [1, 3, 6])
+def test_fwht_equals_dense_hadamard(d):
+    g = torch.Generator().manual_seed(d)
+    f = torch.randn(2**d, 5, generator=g, dtype=torch.float64)
+    torch.testing.assert_close(F.fwht(f), F.hadamard_matrix(d) @ f, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("d", [2, 5, 8])
+def test_parities_orthonormal_and_equal_hadamard(d):
+    P = F.all_parities(d)
+    torch.testing.assert_close(P @ P.T / 2**d, torch.eye(2**d, dtype=torch.float64), rtol=0, atol=1e-14)
+    torch.testing.assert_close(P, F.hadamard_matrix(d), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("loss", F.LOSSES)
+@pytest.mark.parametrize("d", [3, 6])
+def test_wht_variance_equals_per_parity_autograd(d, loss):
+    params = F.mlp_init(d, 10 * d, torch.Generator().manual_seed(10 + d))
+    var, G2, grads = F.parity_gradient_variance(F.mlp_forward, params, d, loss)
+    var_ref, G2_ref, grads_ref = F.parity_gradient_variance_reference(F.mlp_forward, params, d, loss)
+    torch.testing.assert_close(grads, grads_ref, rtol=0, atol=1e-12)
+    assert abs(var - var_ref) <= 1e-12 * max(1.0, var_ref)
+    assert G2 == pytest.approx(G2_ref, rel=1e-12)
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("loss", F.LOSSES)
+def test_variance_bound_holds(seed, loss):
+    """Theorem 1: Var <= G^2 / 2^d for square, hinge and logistic losses, also after random shifts."""
+    d = 7
+    params = F.mlp_init(d, 20, torch.Generator().manual_seed(seed))
+    params = {k: v * (1 + seed) for k, v in params.items()}  # outputs large enough to leave the linear regime
+    var, G2, _ = F.parity_gradient_variance(F.mlp_forward, params, d, loss)
+    assert 0 <= var <= G2 / 2**d * (1 + 1e-12)
+
+
+def test_square_loss_parseval_identity():
+    """Square loss: Var = G^2/2^d - |mean|^2 exactly (parities are a basis)."""
+    d = 6
+    params = F.mlp_init(d, 12, torch.Generator().manual_seed(3))
+    var, G2, grads = F.parity_gradient_variance(F.mlp_forward, params, d, "square")
+    x = F.hypercube(d)
+    g = F.per_example_gradients(F.mlp_forward, params, x)
+    centred = grads - (F.mlp_forward(params, x)[:, None] * g).mean(0)  # -E[h g] for each parity
+    mean_sq = float((centred.mean(0) ** 2).sum())
+    assert var == pytest.approx(G2 / 2**d - mean_sq, rel=1e-10)
+
+
+def test_sample_parity_labels_and_reproducible():
+    v = F.subset_mask(0b1011, 5)
+    x, y = F.sample_parity(64, v, torch.Generator().manual_seed(0))
+    assert torch.equal(y, x[:, 0] * x[:, 1] * x[:, 3])
+    x2, _ = F.sample_parity(64, v, torch.Generator().manual_seed(0))
+    assert torch.equal(x, x2)
+
+
+def test_ensemble_padding_is_exact():
+    """A padded member of the batched ensemble trains exactly like the member alone."""
+    g = torch.Generator().manual_seed(0)
+    params = F.init_ensemble([3, 6], 10, g)
+    assert params["W"][0, 30:].abs().sum() == 0 and params["W"][0, :, 3:].abs().sum() == 0
+    x = torch.randn(2, 16, 6)
+    x[0, :, 3:] = 0
+    out = F.ensemble_forward(params, x)
+    W, b, v, c = (params[k][0] for k in "Wbvc")
+    alone = torch.relu(x[0, :, :3] @ W[:30, :3].T + b[:30]) @ v[:30] + c
+    torch.testing.assert_close(out[0], alone)
+
+
+def test_bad_parameters_raise_before_work():
+    with pytest.raises(ValueError, match="valid losses"):
+        F.parity_gradient_variance(F.mlp_forward, F.mlp_init(3, 4), 3, loss="cross-entropy")
+    with pytest.raises(ValueError, match="subset size"):
+        F.random_subset(4, 5)
+    with pytest.raises(ValueError, match="power-of-two"):
+        F.fwht(torch.zeros(6, 2))
+    with pytest.raises(ValueError, match="one subset size"):
+        F.train_parity_ensemble([10, 30], [5], 10, torch.Generator())
+
+
+def test_claim_can_fail_on_wrong_input():
+    """The chapter's bound check fails for a family that is not orthogonal (one parity repeated)."""
+    d = 5
+    params = F.mlp_init(d, 10, torch.Generator().manual_seed(1))
+    x = F.hypercube(d)
+    g = F.per_example_gradients(F.mlp_forward, params, x)
+    targets = torch.stack([x[:, 0]] * 16 + [-x[:, 0]] * 16)  # 32 targets, not orthogonal
+    grads = -(targets @ g) / 2**d
+    var = float(((grads - grads.mean(0)) ** 2).sum(1).mean())
+    G2 = float((g**2).sum(1).mean())
+    claims = nnapprox.Claims()
+    assert not claims.check("Var <= G^2/|H|", value=var * 32 / G2, op="<=", threshold=1.0, source="Theorem 1")
