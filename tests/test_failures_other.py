@@ -42,7 +42,7 @@ def test_periodic_training_ensemble_shapes_and_validation():
 
 
 def test_parity_training_learns_small_d():
-    steps, acc, masks = F.train_parity_ensemble([4], [2], 1500, torch.Generator().manual_seed(0), eval_every=500, lr=0.05)
+    steps, acc, rel, masks = F.train_parity_ensemble([4], [2], 1500, torch.Generator().manual_seed(0), eval_every=500, lr=0.05)
     assert masks.sum() == 2 and acc[-1, 0] > 0.95
 
 
@@ -63,3 +63,31 @@ def test_loglog_slope_recovers_power():
 def test_positional_encoding_bounded():
     pe = F.positional_encoding(50, 7)
     assert pe.shape == (50, 7) and pe.abs().max() <= 1.0 + 1e-12 and not math.isnan(float(pe.sum()))
+
+
+def test_pwl_matrix_is_square_of_cumsum():
+    n = 9
+    T = torch.tril(torch.ones(n, n, dtype=torch.float64))
+    torch.testing.assert_close(F.pwl_matrix(n), T @ T, rtol=0, atol=0)
+    inverse = torch.einsum("a,aij->ij", torch.tensor([1.0, -2.0, 1.0], dtype=torch.float64), F.shift_powers(n))
+    torch.testing.assert_close(inverse @ F.pwl_matrix(n), torch.eye(n, dtype=torch.float64), rtol=0, atol=1e-12)
+
+
+def test_fc_gd_matches_closed_form():
+    errors = F.fc_encoder_gd(12, 200)
+    steps = torch.tensor([0, 1, 10, 200])
+    torch.testing.assert_close(errors[steps], F.fc_encoder_error_closed_form(12, steps), rtol=1e-9, atol=1e-12)
+
+
+def test_whitened_convolution_converges_geometrically():
+    errors = F.conv_encoder_gd(16, 30, whiten=True, eta=0.5)
+    assert errors[-1] < 1e-15 and F.steps_to_reach(errors, 1e-2) == 4
+    assert F.steps_to_reach(errors, -1.0) is None
+    with pytest.raises(ValueError, match="eta"):
+        F.conv_encoder_gd(16, 3, eta=1.5)
+
+
+def test_relevance_is_one_for_symmetric_weights():
+    W = torch.ones(1, 5, 4)
+    masks = torch.tensor([[1, 1, 0, 0]])
+    assert float(F.relevance(W, masks, [4])[0]) == pytest.approx(1.0)

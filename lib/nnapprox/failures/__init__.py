@@ -19,7 +19,7 @@ from .grad_variance import (
     per_example_gradients,
 )
 from .parity import all_parities, hypercube, parity, random_subset, sample_parity, subset_mask
-from .parity_sgd import ensemble_forward, init_ensemble, sample_ensemble_batch, train_parity_ensemble
+from .parity_sgd import relevance, ensemble_forward, init_ensemble, sample_ensemble_batch, train_parity_ensemble
 from .periodic import (
     linear_periodic,
     periodic_gradient_variance,
@@ -27,6 +27,15 @@ from .periodic import (
     r_squared,
     random_directions,
     train_periodic_ensemble,
+)
+from .piecewise_curves import (
+    condition_squared,
+    conv_encoder_gd,
+    fc_encoder_error_closed_form,
+    fc_encoder_gd,
+    pwl_matrix,
+    shift_powers,
+    steps_to_reach,
 )
 from .sensitivity import encoder_forward, flip_sensitivity, init_encoder, loglog_slope, positional_encoding
 from .walsh_hadamard import fwht, hadamard_matrix

@@ -79,12 +79,13 @@ def train_parity_ensemble(
     lr: float = 0.01,
     eval_every: int = 500,
     n_eval: int = 2048,
-) -> tuple[Int[Tensor, " evals"], Float[Tensor, "evals E"], Int[Tensor, "E d_max"]]:
+) -> tuple[Int[Tensor, " evals"], Float[Tensor, "evals E"], Float[Tensor, "evals E"], Int[Tensor, "E d_max"]]:
     r"""Train one network per ``(d, k)`` pair with hinge loss and SGD; return the accuracy curves.
 
-    Returns ``(steps, accuracy, masks)``: ``accuracy[t, e]`` is the fraction of ``n_eval``
-    fresh inputs whose sign :math:`\mathrm{sign}\,p_e(x)` equals the parity, after ``steps[t]``
-    SGD steps; ``masks[e]`` is the hidden subset (a uniformly random ``k``-subset).
+    Returns ``(steps, accuracy, relevance, masks)``: ``accuracy[t, e]`` is the fraction of
+    ``n_eval`` fresh inputs whose sign :math:`\mathrm{sign}\,p_e(x)` equals the parity, after
+    ``steps[t]`` SGD steps; ``relevance[t, e]`` is the progress measure of :func:`relevance`;
+    ``masks[e]`` is the hidden subset (a uniformly random ``k``-subset).
     """
     if len(ds) != len(ks) or any(not 0 < k <= d for d, k in zip(ds, ks)):
         raise ValueError(f"need one subset size 0 < k <= d per d, got ds={ds}, ks={ks}")
@@ -103,7 +104,7 @@ def train_parity_ensemble(
         with torch.no_grad():
             return (torch.sign(ensemble_forward(params, x_eval)) == y_eval).float().mean(1).cpu()
 
-    steps, curve = [0], [accuracy()]
+    steps, curve, rel = [0], [accuracy()], [relevance(params["W"].detach(), masks, ds)]
     for step in progress(range(1, n_steps + 1), desc="parity SGD"):
         x, y = sample_ensemble_batch(masks, ds, batch, generator)
         hinge = torch.relu(1.0 - y * ensemble_forward(params, x)).mean(1).sum()  # members are independent
@@ -114,4 +115,20 @@ def train_parity_ensemble(
         if step % eval_every == 0 or step == n_steps:
             steps.append(step)
             curve.append(accuracy())
-    return torch.tensor(steps), torch.stack(curve), masks
+            rel.append(relevance(params["W"].detach(), masks, ds))
+    return torch.tensor(steps), torch.stack(curve), torch.stack(rel), masks
+
+
+def relevance(W: Float[Tensor, "E m d_max"], masks: Int[Tensor, "E d_max"], ds: list[int]) -> Float[Tensor, " E"]:
+    r"""Hidden progress: mean first-layer weight norm on the relevant inputs over that on the others.
+
+    :math:`\rho = \operatorname{mean}_{j \in S}\|W_{:,j}\| \,/\, \operatorname{mean}_{j \notin S, j < d}\|W_{:,j}\|`,
+    about 1 at initialisation; it grows while the accuracy still sits at chance
+    ({cite}`barak2022hidden`). Members with :math:`S = [d]` get NaN.
+    """
+    norms = W.norm(dim=1).cpu()  # (E, d_max): one norm per input coordinate
+    out = []
+    for e, d in enumerate(ds):
+        m = masks[e, :d].bool()
+        out.append(norms[e, :d][m].mean() / norms[e, :d][~m].mean() if (~m).any() else torch.tensor(float("nan")))
+    return torch.stack(out)
