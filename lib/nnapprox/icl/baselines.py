@@ -1,0 +1,161 @@
+r"""Classical in-context estimators: what a transformer's prediction is compared with.
+
+Chapter "In-context learning as gradient descent", sections "The phenomenon" and
+"Algorithm selection" (``garg2022what``, ``bai2023transformers``, ``akyurek2023what``).
+
+Every estimator takes a batch of prompts ``X`` of shape ``(batch, k, d)``, ``y`` of shape
+``(batch, k)`` and queries ``x_query`` of shape ``(batch, d)`` and returns predictions of
+shape ``(batch,)``. :func:`prefix_predictions` applies one to every prefix of a prompt,
+which is how a causal transformer is evaluated (prediction of :math:`y_{k+1}` from the first
+:math:`k` examples).
+
+* least squares (minimum-norm): :math:`\hat w = X^+ y`;
+* ridge: :math:`\hat w_\lambda = (X^\top X + k\lambda I)^{-1} X^\top y`, the minimiser of
+  :math:`\frac1{2k}\|Xw - y\|^2 + \frac\lambda2 \|w\|^2`; with :math:`w\sim\mathcal N(0,
+  s^2 I)` and noise :math:`\sigma`, the Bayes choice is :math:`\lambda = \sigma^2 / (k s^2)`;
+* Lasso by ISTA, logistic regression by gradient descent;
+* :math:`k`-nearest neighbours, averaging :math:`\hat w = \frac1k\sum_i y_i x_i`;
+* one gradient step from 0 with the step size that minimises the expected loss.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+from jaxtyping import Float
+from torch import Tensor
+
+Estimator = Callable[[Tensor, Tensor, Tensor], Tensor]
+
+
+def least_squares(
+    X: Float[Tensor, "batch k d"], y: Float[Tensor, "batch k"], x_query: Float[Tensor, "batch d"]
+) -> Float[Tensor, " batch"]:
+    r"""Minimum-norm least squares :math:`\hat y = x_{\rm q}^\top X^+ y` (exact interpolation when :math:`k \le d`)."""
+    w = torch.linalg.lstsq(X.double().cpu(), y.double().cpu()[..., None], driver="gelsd").solution[..., 0]
+    return (w.to(X) * x_query).sum(-1)
+
+
+def ridge_weights(
+    X: Float[Tensor, "batch k d"], y: Float[Tensor, "batch k"], lam: float | Float[Tensor, " batch"]
+) -> Float[Tensor, "batch d"]:
+    r"""Ridge minimiser of :math:`\frac1{2k}\|Xw-y\|^2 + \frac\lambda2\|w\|^2`: :math:`(X^\top X/k + \lambda I)^{-1} X^\top y / k`."""
+    k, d = X.shape[1], X.shape[2]
+    lam_t = torch.as_tensor(lam, dtype=X.dtype, device=X.device).reshape(-1, 1, 1)
+    A = X.transpose(1, 2) @ X / k + lam_t * torch.eye(d, dtype=X.dtype, device=X.device)
+    b = (X.transpose(1, 2) @ y[..., None]) / k
+    return torch.linalg.solve(A, b)[..., 0]
+
+
+def ridge(
+    X: Float[Tensor, "batch k d"], y: Float[Tensor, "batch k"], x_query: Float[Tensor, "batch d"],
+    lam: float | Float[Tensor, " batch"] = 1e-3,
+) -> Float[Tensor, " batch"]:
+    r"""Ridge prediction :math:`x_{\rm q}^\top \hat w_\lambda`."""
+    return (ridge_weights(X, y, lam) * x_query).sum(-1)
+
+
+def soft_threshold(z: Tensor, tau: float) -> Tensor:
+    r"""Soft thresholding :math:`S_\tau(z) = \mathrm{sign}(z)\max(|z|-\tau, 0)`, the proximal map of :math:`\tau\|\cdot\|_1`."""
+    return torch.sign(z) * torch.relu(z.abs() - tau)
+
+
+def ista(
+    X: Float[Tensor, "batch k d"], y: Float[Tensor, "batch k"], lam: float, eta: float, n_steps: int,
+    w0: Float[Tensor, "batch d"] | None = None,
+) -> Float[Tensor, "steps_plus_one batch d"]:
+    r"""ISTA on :math:`\frac1{2k}\|Xw-y\|^2 + \lambda\|w\|_1`: :math:`w \leftarrow S_{\eta\lambda}(w - \eta X^\top(Xw-y)/k)`; all iterates."""
+    if eta <= 0 or lam < 0 or n_steps < 0:
+        raise ValueError(f"need eta > 0, lam >= 0, n_steps >= 0; got {eta}, {lam}, {n_steps}")
+    k = X.shape[1]
+    w = torch.zeros(X.shape[0], X.shape[2], dtype=X.dtype, device=X.device) if w0 is None else w0
+    out = [w]
+    for _ in range(n_steps):
+        grad = torch.einsum("bkd,bk->bd", X, torch.einsum("bkd,bd->bk", X, w) - y) / k
+        w = soft_threshold(w - eta * grad, eta * lam)
+        out.append(w)
+    return torch.stack(out)
+
+
+def logistic_gd(
+    X: Float[Tensor, "batch k d"], y: Float[Tensor, "batch k"], eta: float, n_steps: int,
+    w0: Float[Tensor, "batch d"] | None = None,
+) -> Float[Tensor, "steps_plus_one batch d"]:
+    r"""Gradient descent on the logistic loss :math:`\frac1k\sum_i \log(1+e^{w^\top x_i}) - y_i w^\top x_i`; all iterates.
+
+    :math:`w \leftarrow w - \frac\eta k \sum_i (\mathrm{sigmoid}(w^\top x_i) - y_i) x_i`.
+    """
+    if eta <= 0 or n_steps < 0:
+        raise ValueError(f"need eta > 0 and n_steps >= 0; got {eta}, {n_steps}")
+    k = X.shape[1]
+    w = torch.zeros(X.shape[0], X.shape[2], dtype=X.dtype, device=X.device) if w0 is None else w0
+    out = [w]
+    for _ in range(n_steps):
+        r = torch.sigmoid(torch.einsum("bkd,bd->bk", X, w)) - y
+        w = w - eta * torch.einsum("bkd,bk->bd", X, r) / k
+        out.append(w)
+    return torch.stack(out)
+
+
+def knn(
+    X: Float[Tensor, "batch k d"], y: Float[Tensor, "batch k"], x_query: Float[Tensor, "batch d"], n_neighbors: int = 3
+) -> Float[Tensor, " batch"]:
+    r"""Mean label of the ``n_neighbors`` nearest examples (all of them when :math:`k` is smaller)."""
+    m = min(n_neighbors, X.shape[1])
+    dist = (X - x_query[:, None, :]).pow(2).sum(-1)
+    idx = dist.topk(m, largest=False).indices
+    return y.gather(1, idx).mean(1)
+
+
+def averaging(
+    X: Float[Tensor, "batch k d"], y: Float[Tensor, "batch k"], x_query: Float[Tensor, "batch d"]
+) -> Float[Tensor, " batch"]:
+    r"""Averaging :math:`\hat w = \frac1k \sum_i y_i x_i` (Garg et al.'s baseline; one GD step of size 1 from 0)."""
+    w = torch.einsum("bkd,bk->bd", X, y) / X.shape[1]
+    return (w * x_query).sum(-1)
+
+
+def one_step_gd(
+    X: Float[Tensor, "batch k d"], y: Float[Tensor, "batch k"], x_query: Float[Tensor, "batch d"], eta: float
+) -> Float[Tensor, " batch"]:
+    r"""One GD step from :math:`w_0=0` on :math:`\frac1{2k}\|Xw-y\|^2`: :math:`\hat y = \eta\, x_{\rm q}^\top X^\top y / k`."""
+    return eta * averaging(X, y, x_query)
+
+
+def best_one_step_eta(
+    X: Float[Tensor, "batch k d"], y: Float[Tensor, "batch k"], x_query: Float[Tensor, "batch d"],
+    y_query: Float[Tensor, " batch"],
+) -> float:
+    r"""Line search for :func:`one_step_gd`: the loss is quadratic in :math:`\eta`, so :math:`\eta^\star = \mathbb E[y_{\rm q} s] / \mathbb E[s^2]`, :math:`s = x_{\rm q}^\top X^\top y / k`."""
+    s = averaging(X, y, x_query).double()
+    return float((s * y_query.double()).sum() / (s * s).sum())
+
+
+def prefix_predictions(
+    estimator: Estimator, X: Float[Tensor, "batch N d"], y: Float[Tensor, "batch N"], **kwargs
+) -> Float[Tensor, "batch N"]:
+    r"""Prediction of :math:`y_{k+1}` from the first :math:`k` examples, for :math:`k = 0, \dots, N-1` (0 at :math:`k=0`)."""
+    preds = [torch.zeros_like(y[:, 0])]
+    for k in range(1, X.shape[1]):
+        preds.append(estimator(X[:, :k], y[:, :k], X[:, k], **kwargs))
+    return torch.stack(preds, dim=1)
+
+
+def bootstrap_band(
+    errors: Float[Tensor, "tasks k"], generator: torch.Generator, n_boot: int = 200, level: float = 0.9
+) -> tuple[Float[Tensor, " k"], Float[Tensor, " k"]]:
+    r"""Percentile bootstrap band of the mean over tasks, column by column: ``(lo, hi)`` at ``level``."""
+    if not 0 < level < 1 or n_boot < 1:
+        raise ValueError(f"need 0 < level < 1 and n_boot >= 1, got {level}, {n_boot}")
+    n = errors.shape[0]
+    idx = torch.randint(n, (n_boot, n), generator=generator, device=errors.device)
+    means = errors[idx].mean(1)  # (n_boot, k)
+    q = torch.tensor([(1 - level) / 2, (1 + level) / 2], dtype=means.dtype, device=means.device)
+    lo, hi = torch.quantile(means, q, dim=0)
+    return lo, hi
+
+
+def prediction_distance(p: Float[Tensor, " batch"], q: Float[Tensor, " batch"]) -> float:
+    r"""Squared prediction difference :math:`\mathbb E (p - q)^2` (Akyürek et al.'s probe of which algorithm a model runs)."""
+    return float((p - q).double().pow(2).mean())

@@ -1,0 +1,160 @@
+r"""A GPT-2-style causal transformer for in-context regression (Garg et al.'s setting).
+
+Chapter "In-context learning as gradient descent", section "The phenomenon"
+(``garg2022what``; architecture of ``radford2019language``).
+
+A prompt :math:`(x_1, y_1, \dots, x_N, y_N)` becomes a sequence of :math:`2N` tokens in
+:math:`\mathbb R^{d+1}`: :math:`x`-tokens :math:`(0, x_i)` and :math:`y`-tokens
+:math:`(y_i, 0, \dots, 0)`. The model embeds them linearly, adds learned positions, applies
+``n_layer`` pre-LayerNorm blocks
+
+.. math:: h \leftarrow h + \mathrm{Attn}(\mathrm{LN}(h)), \qquad h \leftarrow h + \mathrm{MLP}(\mathrm{LN}(h)),
+
+with causal softmax attention :math:`\mathrm{softmax}(QK^\top/\sqrt{d_k} + \text{mask})V`,
+and reads a scalar out at every :math:`x`-token: the prediction of :math:`y_i` from
+:math:`(x_1, y_1, \dots, x_{i-1}, y_{i-1}, x_i)`. Training minimises the squared error
+averaged over all prefixes,
+:math:`\frac1N \sum_{i=1}^N (\mathrm{TF}_\theta(x_{1:i}, y_{1:i-1}) - y_i)^2`.
+
+The fast path uses :func:`torch.nn.functional.scaled_dot_product_attention`;
+:func:`causal_attention_reference` is the same computation written out, for the tests.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+from jaxtyping import Float
+from torch import Tensor, nn
+
+from ..progress import progress
+
+
+@dataclass(frozen=True)
+class GPTConfig:
+    """Size of the model: ``n_layer`` blocks of width ``n_embd`` with ``n_head`` heads; ``n_positions`` tokens at most."""
+
+    d: int = 5
+    n_layer: int = 3
+    n_embd: int = 64
+    n_head: int = 2
+    n_positions: int = 64
+
+    def __post_init__(self) -> None:
+        if min(self.d, self.n_layer, self.n_embd, self.n_head, self.n_positions) < 1:
+            raise ValueError(f"every GPTConfig field must be >= 1, got {self}")
+        if self.n_embd % self.n_head:
+            raise ValueError(f"n_embd={self.n_embd} must be divisible by n_head={self.n_head}")
+
+
+def interleave(X: Float[Tensor, "batch N d"], y: Float[Tensor, "batch N"]) -> Float[Tensor, "batch two_N d_plus_1"]:
+    r"""Tokens :math:`(0, x_1), (y_1, 0), (0, x_2), \dots, (y_N, 0)` of dimension :math:`d+1`."""
+    B, N, d = X.shape
+    x_tok = torch.cat([torch.zeros_like(X[..., :1]), X], dim=-1)  # (B, N, d+1)
+    y_tok = torch.cat([y[..., None], torch.zeros_like(X)], dim=-1)  # (B, N, d+1)
+    return torch.stack([x_tok, y_tok], dim=2).reshape(B, 2 * N, d + 1)
+
+
+def causal_attention_reference(
+    q: Float[Tensor, "batch head T dk"], k: Float[Tensor, "batch head T dk"], v: Float[Tensor, "batch head T dk"]
+) -> Float[Tensor, "batch head T dk"]:
+    r""":math:`\mathrm{softmax}(q k^\top / \sqrt{d_k} + M) v` with :math:`M_{ts} = -\infty` for :math:`s > t`."""
+    T = q.shape[2]
+    scores = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])
+    mask = torch.ones(T, T, dtype=torch.bool, device=q.device).triu(1)
+    return scores.masked_fill(mask, float("-inf")).softmax(-1) @ v
+
+
+class Block(nn.Module):
+    """One pre-LN block: causal multi-head self-attention, then a 4x-wide GELU MLP."""
+
+    def __init__(self, cfg: GPTConfig) -> None:
+        super().__init__()
+        self.n_head = cfg.n_head
+        self.ln_1 = nn.LayerNorm(cfg.n_embd)
+        self.W_QKV = nn.Linear(cfg.n_embd, 3 * cfg.n_embd)
+        self.W_O = nn.Linear(cfg.n_embd, cfg.n_embd)
+        self.ln_2 = nn.LayerNorm(cfg.n_embd)
+        self.mlp = nn.Sequential(nn.Linear(cfg.n_embd, 4 * cfg.n_embd), nn.GELU(), nn.Linear(4 * cfg.n_embd, cfg.n_embd))
+
+    def attention(self, h: Tensor, fast: bool = True) -> Tensor:
+        B, T, C = h.shape
+        q, k, v = self.W_QKV(h).split(C, dim=2)
+        q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v))  # (B, nh, T, hs)
+        if fast:
+            out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        else:
+            out = causal_attention_reference(q, k, v)
+        return self.W_O(out.transpose(1, 2).reshape(B, T, C))  # (B, T, C)
+
+    def forward(self, h: Tensor, fast: bool = True) -> Tensor:
+        h = h + self.attention(self.ln_1(h), fast)
+        return h + self.mlp(self.ln_2(h))
+
+
+class GPT(nn.Module):
+    r"""GPT-2-style regression transformer: ``predict(X, y)`` returns :math:`\hat y_i` for every :math:`i`."""
+
+    def __init__(self, cfg: GPTConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.read_in = nn.Linear(cfg.d + 1, cfg.n_embd)
+        self.wpe = nn.Embedding(cfg.n_positions, cfg.n_embd)
+        self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layer))
+        self.ln_f = nn.LayerNorm(cfg.n_embd)
+        self.read_out = nn.Linear(cfg.n_embd, 1)
+
+    def forward(self, tokens: Float[Tensor, "batch T d_plus_1"], fast: bool = True) -> Float[Tensor, "batch T"]:
+        T = tokens.shape[1]
+        if T > self.cfg.n_positions:
+            raise ValueError(f"prompt of {T} tokens is longer than n_positions={self.cfg.n_positions}")
+        h = self.read_in(tokens) + self.wpe(torch.arange(T, device=tokens.device))
+        for block in self.blocks:
+            h = block(h, fast)
+        return self.read_out(self.ln_f(h))[..., 0]
+
+    def predict(self, X: Float[Tensor, "batch N d"], y: Float[Tensor, "batch N"], fast: bool = True) -> Float[Tensor, "batch N"]:
+        """Prediction of each :math:`y_i` from the prompt before it (outputs at the :math:`x`-tokens)."""
+        return self(interleave(X, y), fast)[:, ::2]
+
+
+def train_icl(
+    model: nn.Module,
+    sample: Callable[[int, torch.Generator], tuple[Tensor, Tensor]],
+    *,
+    n_steps: int,
+    batch: int,
+    lr: float,
+    generator: torch.Generator,
+    warmup: int = 0,
+    decay: bool = False,
+    desc: str = "training",
+) -> list[float]:
+    r"""Adam on the prefix-averaged squared error; ``sample(batch, generator) -> (X, y)``; returns the loss curve.
+
+    The same loop trains every model of the chapter whose ``predict(X, y)`` returns
+    predictions of shape ``(batch, N)`` (all prefixes) or ``(batch,)`` (the last example).
+    ``warmup`` steps of linear learning-rate warm-up; ``decay`` lowers the rate linearly to 0.
+    """
+    if n_steps < 0 or batch < 1 or lr <= 0:
+        raise ValueError(f"need n_steps >= 0, batch >= 1, lr > 0; got {n_steps}, {batch}, {lr}")
+    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda t: min(1.0, (t + 1) / max(warmup, 1)) * (1 - t / n_steps if decay else 1.0))
+    losses = []
+    model.train()
+    for _ in progress(range(n_steps), desc=desc):
+        X, y = sample(batch, generator)
+        pred = model.predict(X, y)
+        target = y if pred.dim() == 2 else y[:, -1]
+        loss = F.mse_loss(pred, target)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        sched.step()
+        losses.append(loss.item())
+    model.eval()
+    return losses

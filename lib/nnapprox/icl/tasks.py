@@ -1,0 +1,129 @@
+r"""In-context learning tasks: a prompt is a small data set drawn from a random task.
+
+Chapter "In-context learning as gradient descent", section "The phenomenon"
+(seed lecture 000; ``garg2022what``, ``bai2023transformers``).
+
+A task is a random function :math:`f`; a prompt holds :math:`N` examples
+:math:`(x_i, y_i = f(x_i) + \varepsilon_i)` and a query :math:`x_{N+1}`. Every sampler draws
+``batch`` independent tasks at once and returns tensors of shape ``(batch, N, d)`` and
+``(batch, N)`` (the last example, index ``N - 1``, can serve as the query).
+
+=========================  ===============================================================
+sampler                    task
+=========================  ===============================================================
+:func:`linear_tasks`       :math:`y = w^\top x + \sigma\varepsilon`, :math:`w\sim\mathcal N(0, I_d/d\cdot s)`
+:func:`mixed_noise_tasks`  as above, the noise level :math:`\sigma` drawn per task from a list
+:func:`sparse_linear_tasks` :math:`w` with ``s`` non-zero Gaussian coordinates
+:func:`logistic_tasks`     :math:`y\in\{0,1\}`, :math:`P(y=1) = \mathrm{sigmoid}(w^\top x)`
+:func:`relu_teacher_tasks` :math:`y = a^\top \mathrm{ReLU}(V x)`, a random 2-layer network
+=========================  ===============================================================
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import torch
+from jaxtyping import Float
+from torch import Tensor
+
+_X_DISTRIBUTIONS = ("gaussian", "uniform")
+
+
+def _check(batch: int, N: int, d: int) -> None:
+    for name, value in (("batch", batch), ("N", N), ("d", d)):
+        if not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+
+
+def sample_x(
+    batch: int, N: int, d: int, generator: torch.Generator, *, x_dist: str = "gaussian",
+    dtype: torch.dtype = torch.float32, device: torch.device | str = "cpu",
+) -> Float[Tensor, "batch N d"]:
+    r"""Inputs :math:`x_i \sim \mathcal N(0, I_d)` (``"gaussian"``) or :math:`U(-1, 1)^d` (``"uniform"``)."""
+    _check(batch, N, d)
+    if x_dist not in _X_DISTRIBUTIONS:
+        raise ValueError(f"unknown x_dist {x_dist!r}: valid values are {_X_DISTRIBUTIONS}")
+    if x_dist == "gaussian":
+        return torch.randn(batch, N, d, generator=generator, dtype=dtype, device=device)
+    return 2 * torch.rand(batch, N, d, generator=generator, dtype=dtype, device=device) - 1
+
+
+def linear_tasks(
+    batch: int, N: int, d: int, generator: torch.Generator, *, sigma: float = 0.0,
+    w_scale: float = 1.0, x_dist: str = "gaussian", dtype: torch.dtype = torch.float32,
+    device: torch.device | str = "cpu",
+) -> tuple[Float[Tensor, "batch N d"], Float[Tensor, "batch N"], Float[Tensor, "batch d"]]:
+    r"""Noisy linear regression :math:`y_i = w^\top x_i + \sigma \varepsilon_i`, :math:`w \sim \mathcal N(0, w_{\rm scale}^2 I_d)`.
+
+    Garg et al. use ``w_scale=1`` and no noise; Bai et al. use ``w_scale = 1/sqrt(d)``.
+    Returns ``(X, y, w)``.
+    """
+    if sigma < 0 or w_scale <= 0:
+        raise ValueError(f"need sigma >= 0 and w_scale > 0, got sigma={sigma}, w_scale={w_scale}")
+    X = sample_x(batch, N, d, generator, x_dist=x_dist, dtype=dtype, device=device)
+    w = w_scale * torch.randn(batch, d, generator=generator, dtype=dtype, device=device)
+    noise = torch.randn(batch, N, generator=generator, dtype=dtype, device=device)
+    y = torch.einsum("bnd,bd->bn", X, w) + sigma * noise
+    return X, y, w
+
+
+def mixed_noise_tasks(
+    batch: int, N: int, d: int, generator: torch.Generator, *, sigmas: Sequence[float],
+    w_scale: float = 1.0, dtype: torch.dtype = torch.float32, device: torch.device | str = "cpu",
+) -> tuple[Float[Tensor, "batch N d"], Float[Tensor, "batch N"], Float[Tensor, "batch d"], Float[Tensor, " batch"]]:
+    r"""Noisy linear regression whose noise level is drawn uniformly from ``sigmas`` per task.
+
+    The setting of Bai et al.'s algorithm-selection experiment. Returns ``(X, y, w, sigma)``.
+    """
+    if len(sigmas) == 0 or min(sigmas) < 0:
+        raise ValueError(f"sigmas must be a non-empty list of noise levels >= 0, got {sigmas!r}")
+    X, y0, w = linear_tasks(batch, N, d, generator, w_scale=w_scale, dtype=dtype, device=device)
+    levels = torch.tensor(list(sigmas), dtype=dtype, device=device)
+    pick = torch.randint(len(sigmas), (batch,), generator=generator, device=device)
+    sigma = levels[pick]
+    y = y0 + sigma[:, None] * torch.randn(batch, N, generator=generator, dtype=dtype, device=device)
+    return X, y, w, sigma
+
+
+def sparse_linear_tasks(
+    batch: int, N: int, d: int, generator: torch.Generator, *, s: int, sigma: float = 0.0,
+    dtype: torch.dtype = torch.float32, device: torch.device | str = "cpu",
+) -> tuple[Float[Tensor, "batch N d"], Float[Tensor, "batch N"], Float[Tensor, "batch d"]]:
+    r"""Sparse linear regression: :math:`w` has ``s`` non-zero :math:`\mathcal N(0,1)` coordinates at random places."""
+    if not 1 <= s <= d:
+        raise ValueError(f"sparsity s must be in 1..d={d}, got {s}")
+    X, _, w = linear_tasks(batch, N, d, generator, dtype=dtype, device=device)
+    keep = torch.rand(batch, d, generator=generator, device=device).argsort(dim=1) < s
+    w = w * keep.to(dtype)
+    y = torch.einsum("bnd,bd->bn", X, w) + sigma * torch.randn(batch, N, generator=generator, dtype=dtype, device=device)
+    return X, y, w
+
+
+def logistic_tasks(
+    batch: int, N: int, d: int, generator: torch.Generator, *, w_scale: float = 1.0,
+    dtype: torch.dtype = torch.float32, device: torch.device | str = "cpu",
+) -> tuple[Float[Tensor, "batch N d"], Float[Tensor, "batch N"], Float[Tensor, "batch d"]]:
+    r"""Binary labels :math:`y_i \in \{0, 1\}` with :math:`P(y_i = 1 \mid x_i) = \mathrm{sigmoid}(w^\top x_i)`."""
+    X, _, w = linear_tasks(batch, N, d, generator, w_scale=w_scale, dtype=dtype, device=device)
+    p = torch.sigmoid(torch.einsum("bnd,bd->bn", X, w))
+    y = (torch.rand(batch, N, generator=generator, dtype=dtype, device=device) < p).to(dtype)
+    return X, y, w
+
+
+def relu_teacher_tasks(
+    batch: int, N: int, d: int, generator: torch.Generator, *, width: int = 8,
+    dtype: torch.dtype = torch.float32, device: torch.device | str = "cpu",
+) -> tuple[Float[Tensor, "batch N d"], Float[Tensor, "batch N"], Float[Tensor, "batch width d"], Float[Tensor, "batch width"]]:
+    r"""A random 2-layer ReLU teacher :math:`y = a^\top \mathrm{ReLU}(V x)`, :math:`V_{kj}\sim\mathcal N(0, 1/d)`, :math:`a_k\sim\mathcal N(0, 2/\text{width})`.
+
+    The scaling keeps :math:`\mathbb E\, y^2 = 1`. Returns ``(X, y, V, a)``.
+    """
+    if width < 1:
+        raise ValueError(f"width must be >= 1, got {width}")
+    X = sample_x(batch, N, d, generator, dtype=dtype, device=device)
+    V = torch.randn(batch, width, d, generator=generator, dtype=dtype, device=device) / math.sqrt(d)
+    a = torch.randn(batch, width, generator=generator, dtype=dtype, device=device) * math.sqrt(2.0 / width)
+    y = torch.einsum("bnk,bk->bn", torch.relu(torch.einsum("bkd,bnd->bnk", V, X)), a)
+    return X, y, V, a
