@@ -1,0 +1,52 @@
+"""Universal approximation and what it costs (chapter ``chapters/universal.md``).
+
+One module per object: :mod:`.shallow` (one hidden layer, 1-D construction),
+:mod:`.square_bump` (ReLU vs polynomial vs Fourier with 13 parameters), :mod:`.maurey`
+(Barron's dimension-free rate), :mod:`.grid_interpolation` (the curse of dimensionality),
+:mod:`.yarotsky` (deep ReLU network for x^2), :mod:`.spectral_bias`,
+:mod:`.fourier_features`, :mod:`.transformer` (Yun et al.'s block) and
+:mod:`.selective_shift` (hardmax contextual mapping). :mod:`.mlp` runs any weight dict.
+"""
+
+from .fourier_features import fit_fourier_features, fourier_feature_map, predict_fourier_features, relative_mse
+from .grid_interpolation import grid_values, interpolation_rmse, multilinear_interpolate
+from .maurey import gaussian_target, loglog_slope, maurey_constant, maurey_mse, random_cosine_average
+from .mlp import count_hidden_units, count_parameters, init_relu_mlp, relu_mlp, relu_mlp_ensemble
+from .selective_shift import (
+    check_contextual_mapping,
+    contextual_ids,
+    grid_sequences_distinct_columns,
+    hardmax_attention_layer,
+    selective_shift_heads,
+)
+from .shallow import fit_relu_output_layer, interpolation_bound, relu_interpolant_weights, uniform_knots
+from .spectral_bias import fourier_amplitudes, learning_times, sinusoid_target, spearman, train_spectral_ensemble
+from .square_bump import (
+    GIBBS_CONSTANT,
+    fourier_bump_coefficients,
+    fourier_bump_l2_error,
+    fourier_eval,
+    fourier_overshoot,
+    legendre_bump_coefficients,
+    legendre_bump_l2_error,
+    legendre_eval,
+    piecewise_l2_error,
+    relu_bump_error_formula,
+    relu_bump_l2_error,
+    relu_bump_weights,
+    square_bump,
+)
+from .transformer import (
+    attention_layer,
+    best_equivariant_reverse_error,
+    feed_forward_layer,
+    init_block,
+    permutation_equivariance_error,
+    reverse_batch,
+    reverse_test_error,
+    train_reverse,
+    transformer,
+)
+from .yarotsky import dyadic_grid, hat, yarotsky_max_error_theory, yarotsky_square_reference, yarotsky_square_weights
+
+__all__ = [name for name in dir() if not name.startswith("_")]

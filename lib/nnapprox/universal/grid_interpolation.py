@@ -1,0 +1,63 @@
+r"""The curse of dimensionality: piecewise-linear interpolation on a grid.
+
+Universal approximation chapter, section "Barron: a rate free of dimension" (the contrast).
+On the grid :math:`\{0, h, 2h, \dots, 1\}^d` with :math:`m = 1/h + 1` points per axis
+(:math:`N = m^d` points in all), multilinear interpolation of a :math:`C^2` function has
+error :math:`O(h^2)`:
+
+.. math::  \|f - I_h f\|_\infty \le \tfrac{d}{8} h^2 \max_i \|\partial_i^2 f\|_\infty
+           \quad\Longrightarrow\quad \text{error} \propto N^{-2/d},
+
+so the number of points (or of ReLU units of a network imitating the interpolant) needed for
+an accuracy :math:`\varepsilon` grows like :math:`\varepsilon^{-d/2}`, exponentially in
+:math:`d`. Barron's rate :math:`n^{-1/2}` (:mod:`nnapprox.universal.maurey`) does not.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Callable
+
+import torch
+from jaxtyping import Float
+from torch import Tensor
+
+
+def grid_values(f: Callable[[Tensor], Tensor], m: int, d: int) -> Float[Tensor, "..."]:
+    """``f`` on the grid ``{0, 1/(m-1), ..., 1}^d``, as a tensor of shape ``(m,) * d`` (float64)."""
+    if m < 2 or d < 1:
+        raise ValueError(f"need m >= 2 points per axis and d >= 1, got m={m}, d={d}")
+    axis = torch.linspace(0.0, 1.0, m, dtype=torch.float64)
+    mesh = torch.stack(torch.meshgrid(*([axis] * d), indexing="ij"), dim=-1)  # (m,)*d + (d,)
+    return f(mesh.reshape(-1, d)).reshape((m,) * d)
+
+
+def multilinear_interpolate(values: Float[Tensor, "..."], x: Float[Tensor, "batch d"]) -> Float[Tensor, " batch"]:
+    r"""Multilinear interpolation :math:`I_h f(x)` of grid ``values`` (shape ``(m,)*d``) at points of :math:`[0,1]^d`.
+
+    Sums the :math:`2^d` corners of the cell of each point with the tensor-product hat weights.
+    """
+    d = x.shape[1]
+    if values.ndim != d:
+        raise ValueError(f"values has {values.ndim} axes but the points have d={d}")
+    m = values.shape[0]
+    scaled = x.clamp(0.0, 1.0) * (m - 1)
+    lower = scaled.floor().long().clamp(max=m - 2)  # (batch, d)
+    frac = scaled - lower  # position inside the cell, in [0, 1]
+    flat = values.reshape(-1)
+    strides = torch.tensor([m ** (d - 1 - i) for i in range(d)], dtype=torch.long)
+    out = torch.zeros(x.shape[0], dtype=values.dtype)
+    for corner in itertools.product((0, 1), repeat=d):
+        c = torch.tensor(corner, dtype=torch.long)
+        weight = torch.where(c.bool(), frac, 1 - frac).prod(1)
+        out += weight * flat[((lower + c) * strides).sum(1)]
+    return out
+
+
+def interpolation_rmse(
+    f: Callable[[Tensor], Tensor], m: int, d: int, generator: torch.Generator, n_test: int = 20_000
+) -> float:
+    r"""Root-mean-square error of :math:`I_h f` at ``n_test`` uniform random points of :math:`[0,1]^d`."""
+    values = grid_values(f, m, d)
+    x = torch.rand(n_test, d, generator=generator, dtype=torch.float64)
+    return float(((multilinear_interpolate(values, x) - f(x)) ** 2).mean().sqrt())
