@@ -1,0 +1,82 @@
+r"""Radial functions: the ball indicator with three layers.
+
+Chapter "Depth separation", section "Radial functions" (``eldan2016power``,
+``safran2017depth``).
+
+Eldan & Shamir (2016) and Safran & Shamir (2017) show that radial functions such as the
+indicator of the unit ball :math:`\mathbb 1[\|x\|^2 \le R^2]` in :math:`\mathbb R^d` are
+cheap for 3-layer networks and need width exponential in :math:`d` (or polynomial in
+:math:`1/\varepsilon`) with 2 layers. The 3-layer construction:
+
+1. per coordinate, the piecewise-linear interpolant :math:`q` of :math:`x^2` on
+   :math:`k` equal intervals of :math:`[-1, 1]` (:math:`h = 2/k`), written with :math:`k`
+   ReLUs; it satisfies :math:`0 \le q(x) - x^2 \le h^2/4`, with equality at the midpoints;
+2. sum: :math:`\hat r^2 = \sum_i q(x_i)`, so :math:`0 \le \hat r^2 - \|x\|^2 \le d h^2/4 = d/k^2`;
+3. a ramp of width :math:`2\delta` in :math:`\hat r^2`:
+   :math:`\psi(u) = \sigma\!\big(\tfrac{R^2 + \delta - u}{2\delta}\big) - \sigma\!\big(\tfrac{R^2 - \delta - u}{2\delta}\big)`.
+
+So the error falls like :math:`1/k^2` in the number of knots, and the output equals the
+indicator exactly wherever :math:`|\|x\|^2 - R^2| > \delta + d/k^2`.
+"""
+
+from __future__ import annotations
+
+import torch
+from jaxtyping import Float
+from torch import Tensor
+
+from .relu_net import Weights
+
+
+def square_interpolant_weights(k: int, dtype: torch.dtype = torch.float64) -> Weights:
+    r"""One hidden layer of :math:`k` ReLUs computing the interpolant :math:`q` of :math:`x^2` on [-1, 1].
+
+    Knots :math:`t_j = -1 + jh`; :math:`q(x) = 1 + s_0 \sigma(x + 1) + \sum_{j\ge1} (s_j - s_{j-1}) \sigma(x - t_j)`
+    with slopes :math:`s_j = t_j + t_{j+1}`. Valid for :math:`x \ge -1`.
+    """
+    if not isinstance(k, int) or k < 1:
+        raise ValueError(f"k must be a positive integer, got {k!r}")
+    t = torch.linspace(-1.0, 1.0, k + 1, dtype=dtype)
+    s = t[:-1] + t[1:]
+    c = torch.cat([s[:1], s[1:] - s[:-1]])
+    return {"W0": torch.ones(k, 1, dtype=dtype), "b0": -t[:-1], "W1": c[None, :], "b1": torch.ones(1, dtype=dtype)}
+
+
+def ball_indicator_weights(d: int, k: int, R: float, delta: float, dtype: torch.dtype = torch.float64) -> Weights:
+    r"""The 3-layer network :math:`\psi\big(\sum_i q(x_i)\big)` approximating :math:`\mathbb 1[\|x\|^2 \le R^2]` on :math:`[-1,1]^d`.
+
+    Widths ``[d, d*k, 2, 1]``; layer 1 holds the :math:`k` units of :math:`q` for each
+    coordinate, layer 2 the two ramp units reading :math:`\hat r^2` linearly.
+    """
+    if d < 1 or delta <= 0 or R <= 0:
+        raise ValueError(f"need d >= 1, R > 0 and delta > 0, got d={d}, R={R}, delta={delta}")
+    q = square_interpolant_weights(k, dtype)
+    W0 = torch.kron(torch.eye(d, dtype=dtype), q["W0"])  # (d*k, d): coordinate i feeds its k units
+    b0 = q["b0"].repeat(d)
+    c = q["W1"][0].repeat(d)  # r2_hat = c . h + d * 1
+    r2_const = d * float(q["b1"])
+    scale = 1.0 / (2 * delta)
+    W1 = torch.stack([-scale * c, -scale * c])  # (2, d*k)
+    b1 = torch.tensor([scale * (R**2 + delta - r2_const), scale * (R**2 - delta - r2_const)], dtype=dtype)
+    return {"W0": W0, "b0": b0, "W1": W1, "b1": b1,
+            "W2": torch.tensor([[1.0, -1.0]], dtype=dtype), "b2": torch.zeros(1, dtype=dtype)}
+
+
+def squared_norm_error_bound(d: int, k: int) -> float:
+    r""":math:`d h^2 / 4 = d / k^2`: the sup of :math:`\hat r^2 - \|x\|^2` on :math:`[-1, 1]^d`."""
+    return d / k**2
+
+
+def ball_indicator(x: Float[Tensor, "batch d"], R: float) -> Float[Tensor, "batch 1"]:
+    r"""Reference :math:`\mathbb 1[\|x\|^2 \le R^2]`."""
+    return ((x**2).sum(dim=1, keepdim=True) <= R**2).to(x.dtype)
+
+
+def near_sphere_points(
+    n: int, d: int, R: float, spread: float, generator: torch.Generator, dtype: torch.dtype = torch.float64
+) -> Float[Tensor, "n d"]:
+    r"""Points :math:`x = \rho u`, :math:`u` uniform on the sphere, :math:`\rho` uniform on :math:`[R - \text{spread}, R + \text{spread}]`, clipped to the cube."""
+    u = torch.randn(n, d, generator=generator, dtype=dtype)
+    u = u / u.norm(dim=1, keepdim=True)
+    rho = R + spread * (2 * torch.rand(n, 1, generator=generator, dtype=dtype) - 1)
+    return (rho * u).clamp(-1.0, 1.0)
