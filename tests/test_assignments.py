@@ -33,6 +33,11 @@ WRONG = {
     "icl": ("q2", "W_V[d, d] = -eta", "W_V[d, d] = eta"),
     "diffusion": ("q3", "return (lam * m - z) / var", "return (m - z) / var"),
     "scaling": ("q3", "return -alpha * excess / (E + excess)", "return -alpha * excess / E"),
+    "failures": ("q3", "return float(((grads - grads.mean(0)) ** 2).sum(1).mean())",
+                 "return float((grads**2).sum(1).mean())"),
+    "universal": ("q2", "return math.sqrt(delta / 6.0)", "return math.sqrt(delta / 3.0)"),
+    "depth": ("q1", 'weights[f"W{L}"] = torch.tensor([[2.0, -4.0]], **kw)',
+              'weights[f"W{L}"] = torch.tensor([[2.0, -2.0]], **kw)'),
 }
 
 GRADE_TIMEOUT = 300.0  # only reached when something is broken
