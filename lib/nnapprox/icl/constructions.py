@@ -55,7 +55,7 @@ def read_w(H: Float[Tensor, "batch T D"], d: int) -> Float[Tensor, "batch d"]:
 
 
 def _zeros(M: int, D: int, dtype: torch.dtype) -> tuple[Tensor, Tensor, Tensor]:
-    return (torch.zeros(M, D, D, dtype=dtype) for _ in range(3))  # type: ignore[return-value]
+    return torch.zeros(M, D, D, dtype=dtype), torch.zeros(M, D, D, dtype=dtype), torch.zeros(M, D, D, dtype=dtype)
 
 
 def _residual_heads(d: int, eta: float, B: float, dtype: torch.dtype) -> tuple[Tensor, Tensor, Tensor]:

@@ -1,0 +1,81 @@
+"""Tasks, baselines and the trainable models of nnapprox.icl."""
+
+import math
+
+import pytest
+import torch
+
+from nnapprox import icl
+from nnapprox.icl import baselines as bl
+
+
+def test_tasks_shapes_and_validation():
+    g = torch.Generator().manual_seed(0)
+    X, y, w, s = icl.mixed_noise_tasks(7, 5, 3, g, sigmas=(0.1, 0.5))
+    assert X.shape == (7, 5, 3) and y.shape == (7, 5)
+    assert all(min(abs(v - 0.1), abs(v - 0.5)) < 1e-6 for v in s.tolist())
+    X, y, w = icl.sparse_linear_tasks(7, 5, 6, g, s=2)
+    assert ((w != 0).sum(1) <= 2).all()
+    with pytest.raises(ValueError, match="x_dist"):
+        icl.sample_x(2, 2, 2, g, x_dist="cauchy")
+    with pytest.raises(ValueError, match="sparsity"):
+        icl.sparse_linear_tasks(2, 2, 2, g, s=3)
+
+
+def test_least_squares_error_matches_theory():
+    g = torch.Generator().manual_seed(1)
+    d = 5
+    X, y, _ = icl.linear_tasks(20000, 4, d, g, dtype=torch.float64)
+    err = ((bl.least_squares(X[:, :3], y[:, :3], X[:, 3]) - y[:, 3]) ** 2).mean() / d
+    assert abs(float(err) - (d - 3) / d) < 0.03
+
+
+def test_ridge_is_posterior_mean_and_best_eta_is_optimal():
+    g = torch.Generator().manual_seed(2)
+    X, y, _ = icl.linear_tasks(4000, 11, 5, g, sigma=0.5, w_scale=5 ** -0.5, dtype=torch.float64)
+    Xc, yc, xq, yq = X[:, :-1], y[:, :-1], X[:, -1], y[:, -1]
+    bayes = ((bl.ridge(Xc, yc, xq, 0.25 * 5 / 10) - yq) ** 2).mean()
+    for lam in (0.01, 2.0):
+        assert bayes < ((bl.ridge(Xc, yc, xq, lam) - yq) ** 2).mean()
+    eta = bl.best_one_step_eta(Xc, yc, xq, yq)
+    loss = lambda e: float(((bl.one_step_gd(Xc, yc, xq, e) - yq) ** 2).mean())
+    assert loss(eta) <= min(loss(0.9 * eta), loss(1.1 * eta))
+
+
+def test_gpt_sdpa_matches_reference_and_is_causal():
+    torch.manual_seed(0)
+    m = icl.GPT(icl.GPTConfig(d=3, n_layer=2, n_embd=16, n_head=2, n_positions=20)).double()
+    g = torch.Generator().manual_seed(3)
+    X, y, _ = icl.linear_tasks(4, 6, 3, g, dtype=torch.float64)
+    p_fast, p_ref = m.predict(X, y), m.predict(X, y, fast=False)
+    torch.testing.assert_close(p_fast, p_ref, atol=1e-10, rtol=0)
+    y2 = y.clone()
+    y2[:, 3:] += 1.0  # changing later labels must not change earlier predictions
+    torch.testing.assert_close(m.predict(X, y2)[:, :4], p_fast[:, :4], atol=1e-12, rtol=0)
+
+
+def test_relu_transformer_runs_hand_built_layers():
+    g = torch.Generator().manual_seed(4)
+    m = icl.ReLUTransformer(3, 10, 1, 3, 12, generator=g)
+    with torch.no_grad():
+        layer = icl.ridge_gd_layers(3, 0.3, 0.1, 1, dtype=torch.float32)[0]
+        m.Q[0].copy_(layer["Q"]); m.K[0].copy_(layer["K"]); m.V[0].copy_(layer["V"])
+        m.W_1.zero_(); m.W_2.zero_()
+    X, y, _ = icl.linear_tasks(5, 8, 3, g)
+    H = icl.transformer(icl.embed(X[:, :-1], y[:, :-1], X[:, -1], 10), [layer])
+    torch.testing.assert_close(icl.transformer(icl.embed(X[:, :-1], y[:, :-1], X[:, -1], 10), m.layers()), H)
+
+
+@pytest.mark.slow
+def test_trained_lsa_layer_matches_one_gd_step():
+    g = torch.Generator().manual_seed(5)
+    m = icl.LSA(5, 1, init_scale=0.1, generator=g)
+    icl.train_icl(m, lambda b, gg: icl.linear_tasks(b, 11, 5, gg, x_dist="uniform")[:2], n_steps=300, batch=512,
+                  lr=1e-2, decay=True, generator=g)
+    X, y, _ = icl.linear_tasks(4000, 11, 5, g, x_dist="uniform")
+    Xc, yc, xq, yq = X[:, :-1], y[:, :-1], X[:, -1], y[:, -1]
+    eta = bl.best_one_step_eta(Xc, yc, xq, yq)
+    with torch.no_grad():
+        l_tf = float(((m.predict(X, y) - yq) ** 2).mean())
+    l_gd = float(((bl.one_step_gd(Xc, yc, xq, eta) - yq) ** 2).mean())
+    assert abs(l_tf / l_gd - 1) < 0.05 and math.isfinite(l_tf)
