@@ -7,7 +7,8 @@ with a good, a wrong, a crashing and a non-terminating submission gives four row
 right scores and statuses within the time limit.
 
 Cost: each assignment is built once (without otter's own test run) and three notebooks per
-assignment are graded in one batch, two at a time.
+assignment are graded in one batch, two at a time; both on first use, so ``-k <name>`` checks
+one assignment (plus ``intro`` for the batch-grader tests unless they are deselected).
 """
 
 from __future__ import annotations
@@ -73,17 +74,30 @@ def _first_answer_cell(nb) -> int:
                 if c.cell_type == "code" and tags & set(c.metadata.get("tags", [])))
 
 
+class _Lazy(dict):
+    """A dict that computes a missing entry on first access (so ``-k <name>`` builds one assignment)."""
+
+    def __init__(self, make):
+        super().__init__()
+        self._make = make
+
+    def __missing__(self, name):
+        self[name] = value = self._make(name)
+        return value
+
+
 @pytest.fixture(scope="session")
 def built(tmp_path_factory) -> dict[str, Path]:
     out = tmp_path_factory.mktemp("assignments")
-    return {name: asg.build_one(name, out, check=False) for name in NAMES}
+    return _Lazy(lambda name: asg.build_one(name, out, check=False))
 
 
 @pytest.fixture(scope="session")
 def graded(built, tmp_path_factory) -> dict[str, dict[str, asg.Row]]:
-    """Solutions, untouched student notebook and the wrong solution of every assignment, graded."""
-    results = {}
-    for name, folder in built.items():
+    """Solutions, untouched student notebook and the wrong solution of an assignment, graded."""
+
+    def grade(name):
+        folder = built[name]
         subs = tmp_path_factory.mktemp(f"subs-{name}")
         solution = asg.solution_notebook(folder)
         (subs / "solution.ipynb").write_bytes(solution.read_bytes())
@@ -93,8 +107,9 @@ def graded(built, tmp_path_factory) -> dict[str, dict[str, asg.Row]]:
             _write_variant(solution, subs / "wrong.ipynb", _replace_line(old, new))
         rows = asg.grade(name, subs, timeout=GRADE_TIMEOUT, jobs=2, build_dir=folder.parent,
                          out=subs / "scores.csv")
-        results[name] = {Path(r.submission).stem: r for r in rows}
-    return results
+        return {Path(r.submission).stem: r for r in rows}
+
+    return _Lazy(grade)
 
 
 def test_there_are_assignments():
