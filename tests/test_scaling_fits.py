@@ -7,7 +7,7 @@ from nnapprox import Claims
 from nnapprox.scaling import (
     bootstrap_fits, chinchilla_loss, chinchilla_starts, compute_optimal_exponents, fit_chinchilla, fit_kaplan,
     fit_loglog, fit_saturating_power_law, kaplan_loss, optimal_allocation, optimal_allocation_numeric,
-    percentile_ci, saturating_power_law,
+    percentile_ci, sample_chinchilla_runs, saturating_power_law,
 )
 
 TRUTH = dict(E=1.82, A=482.01, B=2085.43, alpha=0.3478, beta=0.3658)
@@ -118,3 +118,15 @@ def test_claim_style_check_can_fail():
     x = np.logspace(1, 4, 10)
     wrong = fit_loglog(x, x**-0.9).slope  # deliberately the wrong exponent
     assert not claims.check("N-slope", value=wrong, op="in", threshold=(-0.53, -0.47), source="test")
+
+
+def test_sample_chinchilla_runs_noiseless_and_in_range():
+    rng = np.random.default_rng(3)
+    N, D, L = sample_chinchilla_runs(500, rng, **TRUTH, log10_C=(18.0, 22.0), log10_N=(7.0, 11.0), noise=0.0)
+    assert N.shape == D.shape == L.shape == (500,)
+    assert (np.log10(N) >= 7.0).all() and (np.log10(N) <= 11.0).all()
+    C = 6 * N * D
+    assert (np.log10(C) >= 18.0 - 1e-9).all() and (np.log10(C) <= 22.0 + 1e-9).all()
+    np.testing.assert_allclose(L, chinchilla_loss(N, D, **TRUTH), rtol=1e-12)
+    with pytest.raises(ValueError):
+        sample_chinchilla_runs(10, rng, **TRUTH, noise=-0.1)

@@ -6,7 +6,7 @@ import torch
 
 from nnapprox.scaling import (
     expected_loss_data_limited, fit_loglog, load_stdlib_corpus, loss_capacity_limited, loss_data_limited,
-    quanta_probs, random_features_curve, tanh_teacher, train_sweep, train_sweep_loop, variance_limited_curve,
+    quanta_probs, random_features_curve, sample_positions, tanh_teacher, train_sweep, train_sweep_loop, variance_limited_curve,
 )
 
 
@@ -67,3 +67,10 @@ def test_sweep_rejects_mismatched_sizes():
     c = load_stdlib_corpus()
     with pytest.raises(ValueError, match="one data size per model"):
         train_sweep(c.train, c.test, [4, 8], [1000], torch.Generator().manual_seed(0), n_steps=2)
+
+
+def test_sample_positions_common_random_numbers():
+    pos = sample_positions([100, 100, 1000], n_steps=7, batch=5, context=8, generator=torch.Generator().manual_seed(0))
+    assert pos.shape == (7, 3, 5)
+    assert torch.equal(pos[:, 0], pos[:, 1])  # same D: same batches
+    assert (pos[:, :2] < 92).all() and (pos[:, 2] < 992).all() and (pos >= 0).all()

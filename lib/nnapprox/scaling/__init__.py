@@ -30,6 +30,7 @@ from .two_variable import (
     kaplan_loss,
     kaplan_starts,
     predict,
+    sample_chinchilla_runs,
 )
 
 __all__ = [
@@ -39,6 +40,6 @@ __all__ = [
     "huber", "huber_grad", "init_sweep", "kaplan_loss", "kaplan_starts", "load_stdlib_corpus",
     "loss_capacity_limited", "loss_data_limited", "lr_schedule", "make_contexts", "non_embedding_params",
     "optimal_allocation", "optimal_allocation_numeric", "percentile_ci", "predict", "quanta_probs",
-    "random_features_curve", "sample_positions", "saturating_power_law", "single_threaded_blas", "stdlib_files",
+    "random_features_curve", "sample_positions", "sample_chinchilla_runs", "saturating_power_law", "single_threaded_blas", "stdlib_files",
     "sweep_logits", "tanh_teacher", "train_sweep", "train_sweep_loop", "variance_limited_curve",
 ]

@@ -71,12 +71,17 @@ def sweep_logits(
 def sample_positions(
     D: list[int], n_steps: int, batch: int, context: int, generator: torch.Generator
 ) -> Int[Tensor, "n_steps M batch"]:
-    """Start positions of every training batch: model ``m`` draws uniformly from its first ``D_m`` bytes."""
+    """Start positions of every training batch: model ``m`` draws uniformly from its first ``D_m`` bytes.
+
+    The uniform draws are shared by all models (common random numbers): models with the
+    same ``D`` see the same batches, so differences between widths are not blurred by
+    differences in the data order.
+    """
     if min(D) <= context:
         raise ValueError(f"every data size must exceed the context {context}, got {D}")
     limit = torch.tensor([d - context for d in D], dtype=torch.float64).view(1, -1, 1)
-    u = torch.rand((n_steps, len(D), batch), generator=generator, dtype=torch.float64)
-    return (u * limit).long()
+    u = torch.rand((n_steps, 1, batch), generator=generator, dtype=torch.float64)  # (n_steps, 1, batch)
+    return (u * limit).long()  # (n_steps, M, batch)
 
 
 def lr_schedule(step: int, n_steps: int, lr: float) -> float:

@@ -69,6 +69,29 @@ def kaplan_loss(N, D, N_c: float, D_c: float, alpha_N: float, alpha_D: float):
     return ((N_c / N) ** (alpha_N / alpha_D) + D_c / D) ** alpha_D
 
 
+def sample_chinchilla_runs(
+    n: int,
+    rng: np.random.Generator,
+    *,
+    E: float, A: float, B: float, alpha: float, beta: float,
+    log10_C: tuple[float, float] = (18.5, 21.5),
+    log10_N: tuple[float, float] = (7.8, 10.2),
+    noise: float = 0.01,
+) -> tuple[Float[np.ndarray, " n"], Float[np.ndarray, " n"], Float[np.ndarray, " n"]]:
+    r"""Synthetic training runs: :math:`C, N` log-uniform, :math:`D = C/(6N)`, :math:`L = L(N, D)\,e^{\text{noise}\cdot\varepsilon}`.
+
+    Returns ``(N, D, L)``. Used to check a fitting procedure against known constants
+    (``besiroglu2024chinchilla``); draws come from ``rng`` only.
+    """
+    if n < 1 or noise < 0:
+        raise ValueError(f"need n >= 1 and noise >= 0, got n={n}, noise={noise}")
+    C = 10 ** rng.uniform(*log10_C, n)
+    N = 10 ** rng.uniform(*log10_N, n)
+    D = C / (6 * N)
+    L = chinchilla_loss(N, D, E, A, B, alpha, beta) * np.exp(noise * rng.standard_normal(n))
+    return N, D, L
+
+
 def chinchilla_starts() -> Float[np.ndarray, "starts 5"]:
     """Hoffmann et al.'s grid of initialisations (a, b, e, alpha, beta), thinned to 4x4x3x3x3 = 432."""
     grid = itertools.product(np.linspace(0, 25, 4), np.linspace(0, 25, 4), np.linspace(-1, 1, 3),
