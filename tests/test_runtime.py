@@ -75,3 +75,21 @@ def test_seeding_is_reproducible_and_streams_differ():
     x2, g2 = torch.rand(3), torch.rand(3, generator=b.generator(1))
     assert torch.equal(x1, x2) and torch.equal(g1, g2)
     assert not torch.equal(torch.rand(3, generator=b.generator(1)), torch.rand(3, generator=b.generator(2)))
+
+
+def test_generator_defaults_to_cpu_and_rng_moves_draws():
+    """A chapter's generator is on the CPU (same numbers on every machine); ``nnapprox.rng``
+    draws on the generator's device and returns on the requested one."""
+    from nnapprox import rng
+
+    run = nnapprox.setup("t", "quick", "cpu", 0, quick=dict(), full=dict())
+    g = run.generator(5)
+    assert g.device.type == "cpu"
+    a = rng.randn(4, 3, generator=g, dtype=torch.float64, device="cpu")
+    b = torch.randn(4, 3, generator=run.generator(5), dtype=torch.float64)
+    assert torch.equal(a, b)
+    assert rng.randint(0, 7, (5,), generator=g).dtype == torch.int64
+    assert rng.randperm(6, generator=g).sort().values.tolist() == list(range(6))
+    assert rng.multinomial(torch.ones(3), 4, replacement=True, generator=g).shape == (4,)
+    u = rng.uniform_like(torch.empty(2, 2), -1.0, 1.0, g)
+    assert u.shape == (2, 2) and bool((u.abs() <= 1).all())

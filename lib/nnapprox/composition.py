@@ -25,6 +25,7 @@ from collections.abc import Callable
 import torch
 from jaxtyping import Float
 from torch import Tensor
+from nnapprox import rng
 
 Step = Callable[[Float[Tensor, "batch d"]], Float[Tensor, "batch d"]]
 
@@ -50,7 +51,7 @@ def unroll_with_errors(
     z, z_hat = z0, z0.clone()
     errors = [torch.zeros(z0.shape[0], dtype=z0.dtype, device=z0.device)]
     for _ in range(n_layers):
-        noise = torch.randn(z0.shape, generator=generator, dtype=z0.dtype, device=z0.device)
+        noise = rng.randn(z0.shape, generator=generator, dtype=z0.dtype, device=z0.device)
         noise = eps * noise / noise.norm(dim=1, keepdim=True)
         z, z_hat = step(z), step(z_hat) + noise
         errors.append((z - z_hat).norm(dim=1))
@@ -72,7 +73,7 @@ def expanding_layer(
     It stretches every error by exactly ``K``, so it realises the worst case of the recursion.
     Returns ``(step, Q)``.
     """
-    gaussian = torch.randn(d, d, generator=generator, dtype=dtype)
+    gaussian = rng.randn(d, d, generator=generator, dtype=dtype)
     Q, R = torch.linalg.qr(gaussian)
     Q = Q * torch.sign(torch.diagonal(R))  # Haar-distributed orthogonal matrix
 
@@ -107,7 +108,7 @@ def growth_rate(errors: Float[Tensor, " layers"]) -> float:
     if (errors <= 0).any():
         raise ValueError("growth_rate needs positive errors")
     ell = torch.arange(len(errors), dtype=torch.float64)
-    log_e = errors.double().log()
+    log_e = errors.detach().double().cpu().log()
     slope = ((ell - ell.mean()) * (log_e - log_e.mean())).sum() / ((ell - ell.mean()) ** 2).sum()
     return float(slope.exp())
 
@@ -120,8 +121,8 @@ def relu_step_network(d: int, width: int, generator: torch.Generator | None = No
     with torch.no_grad():
         for layer in (net[0], net[2]):
             bound = 1.0 / layer.in_features**0.5
-            layer.weight.copy_(torch.empty_like(layer.weight).uniform_(-bound, bound, generator=generator))
-            layer.bias.copy_(torch.empty_like(layer.bias).uniform_(-bound, bound, generator=generator))
+            layer.weight.copy_(rng.uniform_like(layer.weight, -bound, bound, generator))
+            layer.bias.copy_(rng.uniform_like(layer.bias, -bound, bound, generator))
     return net
 
 
@@ -150,7 +151,7 @@ def fit_step_network(
     opt = torch.optim.Adam(net.parameters(), lr=lr)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, n_steps)
     for _ in progress(range(n_steps), desc="fit step network"):
-        z = (2 * torch.rand(batch, d, generator=generator) - 1) * radius
+        z = (2 * rng.rand(batch, d, generator=generator) - 1) * radius
         target = (step(z.double()) - z.double()).float()
         loss = ((net(z) - target) ** 2).sum(dim=1).mean()
         opt.zero_grad()

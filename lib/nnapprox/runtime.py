@@ -107,12 +107,15 @@ class Run:
         return self.settings[name]
 
     def generator(self, stream: int = 0, device: torch.device | str | None = None) -> torch.Generator:
-        """A fresh ``torch.Generator`` seeded from ``(seed, stream)``.
+        """A fresh ``torch.Generator`` seeded from ``(seed, stream)``, on the CPU unless ``device`` is given.
 
         Give each independent experiment of a chapter its own ``stream`` so that
-        re-running one cell does not shift the random numbers of another.
+        re-running one cell does not shift the random numbers of another. A CPU generator
+        draws the same numbers on every machine; the library's samplers (through
+        :mod:`nnapprox.rng`) move the draws to whatever device they compute on. Pass
+        ``device=run.device`` where large batches are drawn inside a GPU training loop.
         """
-        dev = torch.device(device) if device is not None else self.device
+        dev = torch.device(device) if device is not None else torch.device("cpu")
         g = torch.Generator(device=dev.type if dev.type != "mps" else "cpu")
         g.manual_seed(self.seed * 1_000_003 + int(stream))
         return g

@@ -30,6 +30,7 @@ from jaxtyping import Float
 from torch import Tensor
 
 from .relu_net import Weights
+from nnapprox import rng
 
 
 def cantor_map(x: Tensor) -> Tensor:
@@ -70,7 +71,7 @@ def cantor_net_weights(n: int, dtype: torch.dtype = torch.float64, device: torch
 
 def _random_ternary_prefix(n_samples: int, depth: Tensor, max_depth: int, generator: torch.Generator) -> Tensor:
     """Left end of a random level-``depth`` Cantor interval (digits 0 or 2 in base 3)."""
-    digits = 2.0 * torch.randint(0, 2, (n_samples, max_depth), generator=generator).double()
+    digits = 2.0 * rng.randint(0, 2, (n_samples, max_depth), generator=generator).double()
     scale = 3.0 ** -torch.arange(1, max_depth + 1, dtype=torch.float64)
     keep = torch.arange(max_depth)[None, :] < depth[:, None]
     return (digits * scale * keep).sum(dim=1)
@@ -92,14 +93,14 @@ def sample_cantor_data(
     n_neg = n_samples - n_pos
     full = torch.full((n_pos,), n, dtype=torch.long)
     x_pos = _random_ternary_prefix(n_pos, full, n, generator)
-    x_pos = x_pos + 3.0**-n * torch.rand(n_pos, generator=generator, dtype=torch.float64)
-    level = torch.multinomial(level_probs.double(), n_neg, replacement=True, generator=generator) + 1
+    x_pos = x_pos + 3.0**-n * rng.rand(n_pos, generator=generator, dtype=torch.float64)
+    level = rng.multinomial(level_probs.double(), n_neg, replacement=True, generator=generator) + 1
     left = _random_ternary_prefix(n_neg, level - 1, n, generator)
     width = 3.0 ** -level.double()
-    x_neg = left + width * (1 + torch.rand(n_neg, generator=generator, dtype=torch.float64))
+    x_neg = left + width * (1 + rng.rand(n_neg, generator=generator, dtype=torch.float64))
     x = torch.cat([x_pos, x_neg])[:, None]
     y = torch.cat([torch.ones(n_pos), torch.zeros(n_neg)]).double()[:, None]
-    perm = torch.randperm(n_samples, generator=generator)
+    perm = rng.randperm(n_samples, generator=generator)
     return x[perm], y[perm]
 
 

@@ -26,6 +26,7 @@ from jaxtyping import Float
 from torch import Tensor
 
 from .relu_net import Weights
+from nnapprox import rng
 
 
 def square_interpolant_weights(k: int, dtype: torch.dtype = torch.float64) -> Weights:
@@ -76,7 +77,7 @@ def near_sphere_points(
     n: int, d: int, R: float, spread: float, generator: torch.Generator, dtype: torch.dtype = torch.float64
 ) -> Float[Tensor, "n d"]:
     r"""Points :math:`x = \rho u`, :math:`u` uniform on the sphere, :math:`\rho` uniform on :math:`[R - \text{spread}, R + \text{spread}]`, clipped to the cube."""
-    u = torch.randn(n, d, generator=generator, dtype=dtype)
+    u = rng.randn(n, d, generator=generator, dtype=dtype)
     u = u / u.norm(dim=1, keepdim=True)
-    rho = R + spread * (2 * torch.rand(n, 1, generator=generator, dtype=dtype) - 1)
+    rho = R + spread * (2 * rng.rand(n, 1, generator=generator, dtype=dtype) - 1)
     return (rho * u).clamp(-1.0, 1.0)

@@ -30,6 +30,7 @@ from torch import Tensor
 
 from .pieces import count_regions_along_line
 from .relu_net import Weights, random_relu_net
+from nnapprox import rng
 
 
 def max_pieces_on_line(hidden_widths: list[int]) -> int:
@@ -69,7 +70,7 @@ def random_segments(
     n_lines: int, d: int, radius: float, generator: torch.Generator, dtype: torch.dtype = torch.float64
 ) -> Float[Tensor, "n_lines 2 d"]:
     r"""Segments :math:`[-R u, R u]` through the origin along random unit directions :math:`u`."""
-    u = torch.randn(n_lines, d, generator=generator, dtype=dtype)
+    u = rng.randn(n_lines, d, generator=generator, dtype=dtype)
     u = u / u.norm(dim=1, keepdim=True)
     return torch.stack([-radius * u, radius * u], dim=1)
 

@@ -20,6 +20,7 @@ import math
 import torch
 from jaxtyping import Float
 from torch import Tensor
+from nnapprox import rng
 
 Weights = dict[str, Tensor]
 
@@ -86,12 +87,12 @@ def random_relu_net(
     weights: Weights = {}
     for ell, (m_in, m_out) in enumerate(zip(layer_widths[:-1], layer_widths[1:])):
         if init == "he":
-            W = torch.randn(m_out, m_in, generator=generator, dtype=dtype) * math.sqrt(2.0 / m_in)
-            b = torch.randn(m_out, generator=generator, dtype=dtype) * bias_std
+            W = rng.randn(m_out, m_in, generator=generator, dtype=dtype) * math.sqrt(2.0 / m_in)
+            b = rng.randn(m_out, generator=generator, dtype=dtype) * bias_std
         else:
             bound = 1.0 / math.sqrt(m_in)
-            W = (2 * torch.rand(m_out, m_in, generator=generator, dtype=dtype) - 1) * bound
-            b = (2 * torch.rand(m_out, generator=generator, dtype=dtype) - 1) * bound
+            W = (2 * rng.rand(m_out, m_in, generator=generator, dtype=dtype) - 1) * bound
+            b = (2 * rng.rand(m_out, generator=generator, dtype=dtype) - 1) * bound
         weights[f"W{ell}"], weights[f"b{ell}"] = W.to(device), b.to(device)
     return weights
 
@@ -129,7 +130,7 @@ def train_relu_net(
     n = x.shape[0]
     for step in progress(range(n_steps), desc=desc or "training", leave=False):
         if batch_size is not None and batch_size < n:
-            idx = torch.randint(n, (batch_size,), generator=generator).to(x.device)
+            idx = rng.randint(n, (batch_size,), generator=generator).to(x.device)
             xb, yb = x[idx], y[idx]
         else:
             xb, yb = x, y

@@ -22,6 +22,7 @@ from torch import Tensor
 
 from ..progress import progress
 from .relu_net import Weights
+from nnapprox import rng
 
 ShallowFamily = dict[str, Tensor]
 
@@ -39,10 +40,10 @@ def init_shallow_family(
         raise ValueError(f"widths must be positive integers, got {m}")
     M, m_max = len(m), max(m)
     kw = dict(dtype=dtype)
-    sign = torch.randint(0, 2, (M, m_max), generator=generator).to(dtype) * 2 - 1
+    sign = rng.randint(0, 2, (M, m_max), generator=generator).to(dtype) * 2 - 1
     w = scale * sign
-    kinks = torch.rand(M, m_max, generator=generator, **kw)
-    v = torch.randn(M, m_max, generator=generator, **kw) / torch.tensor(m, **kw).sqrt()[:, None]
+    kinks = rng.rand(M, m_max, generator=generator, **kw)
+    v = rng.randn(M, m_max, generator=generator, **kw) / torch.tensor(m, **kw).sqrt()[:, None]
     mask = (torch.arange(m_max)[None, :] < torch.tensor(m)[:, None]).to(dtype)
     family = {"w": w, "c": -w * kinks, "v": v * mask, "a": torch.full((M,), 0.5, **kw), "mask": mask}
     return {k: t.to(device) for k, t in family.items()}

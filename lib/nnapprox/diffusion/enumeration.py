@@ -21,6 +21,7 @@ from jaxtyping import Float
 from torch import Tensor
 
 from .ising import energy, field, ou_schedule
+from nnapprox import rng
 
 D_MAX = 20
 _CHUNK_ENTRIES = 2**22  # rows * states per chunk
@@ -83,7 +84,7 @@ def sample_exact(A: Float[Tensor, "d d"], n: int, generator: torch.Generator | N
     if n < 1:
         raise ValueError(f"n must be >= 1, got {n}")
     p = probabilities(A)
-    idx = torch.multinomial(p, n, replacement=True, generator=generator)
+    idx = rng.multinomial(p, n, replacement=True, generator=generator)
     return all_states(A.shape[0], A.dtype, A.device)[idx]
 
 

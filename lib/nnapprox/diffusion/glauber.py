@@ -17,6 +17,7 @@ from __future__ import annotations
 import torch
 from jaxtyping import Float
 from torch import Tensor
+from nnapprox import rng
 
 
 def glauber(
@@ -38,12 +39,12 @@ def glauber(
         raise ValueError("Glauber dynamics here needs a zero diagonal of A (zero it first)")
     h = torch.zeros(d, dtype=A.dtype, device=A.device) if h is None else h
     if x0 is None:
-        u = torch.rand(n_chains, d, generator=generator, dtype=A.dtype, device=A.device)
+        u = rng.rand(n_chains, d, generator=generator, dtype=A.dtype, device=A.device)
         x = torch.where(u < 0.5, 1.0, -1.0).to(A.dtype)
     else:
         x = x0.clone()
     for _ in range(n_sweeps):
-        u = torch.rand(n_chains, d, generator=generator, dtype=A.dtype, device=A.device)
+        u = rng.rand(n_chains, d, generator=generator, dtype=A.dtype, device=A.device)
         for i in range(d):
             local = x @ A[i] + h[i]  # (chains,)
             p_plus = 0.5 * (1.0 + torch.tanh(local))

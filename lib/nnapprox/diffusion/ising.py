@@ -19,6 +19,7 @@ from __future__ import annotations
 import torch
 from jaxtyping import Float
 from torch import Tensor
+from nnapprox import rng
 
 
 def sk_coupling(
@@ -33,7 +34,7 @@ def sk_coupling(
         raise ValueError(f"d must be >= 2, got {d}")
     if beta < 0:
         raise ValueError(f"beta must be >= 0, got {beta}")
-    gaussian = torch.randn(d, d, generator=generator, dtype=dtype)
+    gaussian = rng.randn(d, d, generator=generator, dtype=dtype)
     J = torch.triu(gaussian, diagonal=1) / d**0.5
     J = J + J.T  # symmetric, zero diagonal
     return beta * J
@@ -63,7 +64,7 @@ def noise(
 ) -> Float[Tensor, "batch d"]:
     r""":math:`z_t = \lambda_t x + \sigma_t g`, :math:`g \sim \mathcal N(0, I_d)`, one time per row."""
     lambda_t, sigma_t = ou_schedule(t)
-    g = torch.randn(x.shape, generator=generator, dtype=x.dtype, device=x.device)
+    g = rng.randn(x.shape, generator=generator, dtype=x.dtype, device=x.device)
     return lambda_t[:, None] * x + sigma_t[:, None] * g
 
 

@@ -23,6 +23,7 @@ from jaxtyping import Float
 from torch import Tensor
 
 from .ising import field, score_from_mean
+from nnapprox import rng
 
 Denoiser = Callable[[Float[Tensor, "batch d"]], Float[Tensor, "batch d"]]
 
@@ -55,7 +56,7 @@ def reverse_sde(
         raise ValueError(f"n_samples must be >= 1, got {n_samples}")
     ts = time_grid(T, delta, n_steps, dtype).to(device)
     keep = set(torch.linspace(0, n_steps, n_snapshots).round().long().tolist()) if n_snapshots else set()
-    Y = torch.randn(n_samples, d, generator=generator, dtype=dtype, device=device)
+    Y = rng.randn(n_samples, d, generator=generator, dtype=dtype, device=device)
     snapshots, snap_times = [], []
     for k in range(n_steps):
         if k in keep:
@@ -64,7 +65,7 @@ def reverse_sde(
         t = ts[k].expand(n_samples)
         s = score_from_mean(denoiser(field(Y, t)), Y, t)
         dt = ts[k] - ts[k + 1]
-        xi = torch.randn(Y.shape, generator=generator, dtype=dtype, device=device)
+        xi = rng.randn(Y.shape, generator=generator, dtype=dtype, device=device)
         Y = Y + dt * (Y + 2 * s) + torch.sqrt(2 * dt) * xi
     if n_steps in keep:
         snapshots.append(Y.clone())

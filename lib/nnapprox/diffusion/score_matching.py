@@ -29,6 +29,7 @@ from torch import Tensor, nn
 from ..progress import progress
 from .enumeration import posterior_mean, sample_exact
 from .ising import field, noise, ou_schedule
+from nnapprox import rng
 
 
 def log_uniform_times(n: int, t_min: float, t_max: float, generator: torch.Generator | None = None,
@@ -37,7 +38,7 @@ def log_uniform_times(n: int, t_min: float, t_max: float, generator: torch.Gener
     """``n`` times drawn log-uniformly on ``[t_min, t_max]``."""
     if not 0 < t_min <= t_max:
         raise ValueError(f"need 0 < t_min <= t_max, got {t_min}, {t_max}")
-    u = torch.rand(n, generator=generator, dtype=dtype, device=device)
+    u = rng.rand(n, generator=generator, dtype=dtype, device=device)
     return torch.exp(math.log(t_min) + u * (math.log(t_max) - math.log(t_min)))
 
 
@@ -65,7 +66,7 @@ def train_denoiser(
     schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, n_steps)
     losses = []
     for _ in progress(range(n_steps), desc=desc):
-        idx = torch.randint(0, x_train.shape[0], (batch_size,), generator=generator, device=device)
+        idx = rng.randint(0, x_train.shape[0], (batch_size,), generator=generator, device=device)
         x = x_train[idx]
         t = log_uniform_times(batch_size, t_min, t_max, generator, x.dtype, device)
         h = field(noise(x, t, generator), t)

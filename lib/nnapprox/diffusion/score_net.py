@@ -13,6 +13,7 @@ import math
 import torch
 from jaxtyping import Float
 from torch import Tensor, nn
+from nnapprox import rng
 
 
 class MLPDenoiser(nn.Module):
@@ -28,7 +29,7 @@ class MLPDenoiser(nn.Module):
         self.weights = nn.ParameterList()
         self.biases = nn.ParameterList()
         for fan_in, fan_out in sizes:  # He initialisation, drawn from the given generator
-            W = torch.randn(fan_out, fan_in, generator=generator, dtype=dtype) * math.sqrt(2.0 / fan_in)
+            W = rng.randn(fan_out, fan_in, generator=generator, dtype=dtype) * math.sqrt(2.0 / fan_in)
             self.weights.append(nn.Parameter(W))
             self.biases.append(nn.Parameter(torch.zeros(fan_out, dtype=dtype)))
 

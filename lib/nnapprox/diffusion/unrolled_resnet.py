@@ -32,6 +32,7 @@ import math
 import torch
 from jaxtyping import Float
 from torch import Tensor, nn
+from nnapprox import rng
 
 
 def knots(M: int, R: float, dtype: torch.dtype = torch.float64) -> Float[Tensor, " knots"]:
@@ -124,12 +125,12 @@ def init_weights(d: int, L: int, M: int, R: float = 4.0, generator: torch.Genera
     knows that means lie in :math:`[-1,1]`, and nothing about :math:`A` or tanh.
     """
     b = knots(M, R, dtype)
-    a = 0.1 * torch.randn(L, M + 1, generator=generator, dtype=dtype)
+    a = 0.1 * rng.randn(L, M + 1, generator=generator, dtype=dtype)
     a[:, int(torch.argmin((b + 1).abs()))] += 1.0
     a[:, int(torch.argmin((b - 1).abs()))] -= 1.0
     return {
         "b": b,
-        "A": 0.1 / d**0.5 * torch.randn(L, d, d, generator=generator, dtype=dtype),
+        "A": 0.1 / d**0.5 * rng.randn(L, d, d, generator=generator, dtype=dtype),
         "gamma": torch.ones(L, dtype=dtype),
         "a": a,
         "c": torch.full((L,), -1.0, dtype=dtype),

@@ -32,6 +32,7 @@ from torch import Tensor
 
 from .parity import all_parities, hypercube
 from .walsh_hadamard import fwht
+from nnapprox import rng
 
 Params = dict[str, Tensor]
 Model = Callable[[Params, Tensor], Tensor]
@@ -67,7 +68,7 @@ def mlp_init(d: int, width: int, generator: torch.Generator | None = None, dtype
     dev = generator.device if generator is not None else torch.device("cpu")
 
     def uniform(shape: tuple[int, ...], fan_in: int) -> Tensor:
-        u = torch.rand(shape, generator=generator, dtype=dtype, device=dev)
+        u = rng.rand(shape, generator=generator, dtype=dtype, device=dev)
         return (2 * u - 1) / fan_in**0.5
 
     return {"W": uniform((width, d), d), "b": uniform((width,), d), "v": uniform((width,), width), "c": uniform((), width)}

@@ -19,6 +19,7 @@ from __future__ import annotations
 import torch
 from jaxtyping import Float, Int
 from torch import Tensor
+from nnapprox import rng
 
 
 def _check_d(d: int, max_d: int | None = None) -> None:
@@ -67,7 +68,7 @@ def random_subset(d: int, k: int, generator: torch.Generator | None = None) -> I
     _check_d(d)
     if not 0 <= k <= d:
         raise ValueError(f"subset size k must be in 0..d = 0..{d}, got {k}")
-    chosen = torch.randperm(d, generator=generator, device=_device(generator))[:k].cpu()
+    chosen = rng.randperm(d, generator=generator, device=_device(generator))[:k].cpu()
     v = torch.zeros(d, dtype=torch.long)
     v[chosen] = 1
     return v
@@ -80,6 +81,6 @@ def sample_parity(
     if n < 1:
         raise ValueError(f"n must be >= 1, got {n}")
     d = v.shape[0]
-    x = 1.0 - 2.0 * torch.randint(0, 2, (n, d), generator=generator, device=_device(generator)).to(dtype)
+    x = 1.0 - 2.0 * rng.randint(0, 2, (n, d), generator=generator, device=_device(generator)).to(dtype)
     v = v.to(x.device)
     return x, parity(x, v)

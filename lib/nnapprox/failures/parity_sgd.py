@@ -22,6 +22,7 @@ from torch import Tensor
 
 from ..progress import progress
 from .parity import random_subset, sample_parity
+from nnapprox import rng
 
 Params = dict[str, Tensor]
 
@@ -41,7 +42,7 @@ def init_ensemble(
               {"W": (E, m_max, d_max), "b": (E, m_max), "v": (E, m_max), "c": (E,)}.items()}
     for e, d in enumerate(ds):
         m = width_factor * d
-        u = lambda shape, fan_in: (2 * torch.rand(shape, generator=generator, dtype=dtype, device=dev) - 1) / fan_in**0.5  # noqa: E731
+        u = lambda shape, fan_in: (2 * rng.rand(shape, generator=generator, dtype=dtype, device=dev) - 1) / fan_in**0.5  # noqa: E731
         params["W"][e, :m, :d] = u((m, d), d)
         params["b"][e, :m] = u((m,), d)
         params["v"][e, :m] = u((m,), m)
@@ -61,7 +62,7 @@ def sample_ensemble_batch(
     r"""``n`` fresh uniform :math:`\pm1` inputs per member (zero beyond :math:`d_e`) and their parities."""
     dev = generator.device if generator is not None else torch.device("cpu")
     E, d_max = masks.shape
-    x = 1.0 - 2.0 * torch.randint(0, 2, (E, n, d_max), generator=generator, device=dev).float()
+    x = 1.0 - 2.0 * rng.randint(0, 2, (E, n, d_max), generator=generator, device=dev).float()
     active = (torch.arange(d_max, device=dev)[None, :] < torch.tensor(ds, device=dev)[:, None]).float()  # (E, d_max)
     x = x * active[:, None, :]
     y = torch.where(masks.bool().to(dev)[:, None, :], x, torch.ones_like(x)).prod(-1)

@@ -25,6 +25,7 @@ from torch import Tensor
 
 from ..progress import progress
 from .grad_variance import Model, Params, per_example_gradients
+from nnapprox import rng
 
 
 def _device(generator: torch.Generator | None) -> torch.device:
@@ -35,7 +36,7 @@ def random_directions(n: int, d: int, generator: torch.Generator | None = None) 
     """``n`` independent directions uniform on the unit sphere of :math:`\\mathbb{R}^d`."""
     if n < 1 or d < 1:
         raise ValueError(f"n and d must be >= 1, got n={n}, d={d}")
-    u = torch.randn(n, d, generator=generator, device=_device(generator))
+    u = rng.randn(n, d, generator=generator, device=_device(generator))
     return u / u.norm(dim=1, keepdim=True)
 
 
@@ -75,7 +76,7 @@ def periodic_gradient_variance(
     r = torch.tensor([float(r) for r in rs], dtype=dtype, device=u.device)
     halves = []
     for _ in range(2):
-        x = torch.randn(n_samples, d, generator=generator, device=_device(generator)).to(dtype)
+        x = rng.randn(n_samples, d, generator=generator, device=_device(generator)).to(dtype)
         g = per_example_gradients(model, params, x)  # (n_samples, P)
         h = torch.cos(r[:, None, None] * (x @ u.T)[None])  # (n_r, n_samples, n_directions)
         b = h.transpose(1, 2) @ g / n_samples  # (n_r, n_directions, P)
@@ -93,8 +94,8 @@ def init_mlp_ensemble(
     layers = []
     for fan_in, fan_out in zip(sizes[:-1], sizes[1:]):
         bound = fan_in**-0.5
-        W = (2 * torch.rand(E, fan_in, fan_out, generator=generator, device=_device(generator)) - 1) * bound
-        b = (2 * torch.rand(E, 1, fan_out, generator=generator, device=_device(generator)) - 1) * bound
+        W = (2 * rng.rand(E, fan_in, fan_out, generator=generator, device=_device(generator)) - 1) * bound
+        b = (2 * rng.rand(E, 1, fan_out, generator=generator, device=_device(generator)) - 1) * bound
         layers.append((W, b))
     return layers
 
@@ -133,11 +134,11 @@ def train_periodic_ensemble(
     ds = torch.tensor([d for d, _ in configs], device=dev)
     rs = torch.tensor([float(r) for _, r in configs], device=dev)
     active = (torch.arange(d_max, device=dev)[None, :] < ds[:, None]).float()  # (E, d_max)
-    u = torch.randn(E, d_max, generator=generator, device=dev) * active
+    u = rng.randn(E, d_max, generator=generator, device=dev) * active
     u = u / u.norm(dim=1, keepdim=True)
 
     def sample(n: int) -> tuple[Tensor, Tensor]:
-        x = torch.randn(E, n, d_max, generator=generator, device=dev) * active[:, None, :]
+        x = rng.randn(E, n, d_max, generator=generator, device=dev) * active[:, None, :]
         return x, torch.cos(rs[:, None] * torch.einsum("end,ed->en", x, u))
 
     layers = init_mlp_ensemble(E, d_max, width, depth, generator)

@@ -23,6 +23,7 @@ import math
 import torch
 from jaxtyping import Float, Int
 from torch import Tensor
+from nnapprox import rng
 
 Params = dict[str, Tensor]
 
@@ -39,7 +40,7 @@ def init_encoder(
     dev = generator.device if generator is not None else torch.device("cpu")
 
     def gauss(*shape: int) -> Tensor:
-        return torch.randn(*shape, generator=generator, device=dev, dtype=torch.float64) / math.sqrt(d_model)
+        return rng.randn(*shape, generator=generator, device=dev, dtype=torch.float64) / math.sqrt(d_model)
 
     layers = [{name: gauss(d_model, d_model) for name in ("W_Q", "W_K", "W_V", "W_O", "W_1", "W_2")}
               for _ in range(n_layers)]
@@ -76,8 +77,8 @@ def flip_sensitivity(
     if n < 2 or n_trials < 1:
         raise ValueError(f"need n >= 2 and n_trials >= 1, got n={n}, n_trials={n_trials}")
     dev = layers[0]["E"].device
-    tokens = torch.randint(0, 2, (n_trials, n), generator=generator, device=dev)
-    i = torch.randint(0, n - 1, (n_trials,), generator=generator, device=dev)
+    tokens = rng.randint(0, 2, (n_trials, n), generator=generator, device=dev)
+    i = rng.randint(0, n - 1, (n_trials,), generator=generator, device=dev)
     flipped = tokens.clone()
     rows = torch.arange(n_trials, device=dev)
     flipped[rows, i] = 1 - flipped[rows, i]

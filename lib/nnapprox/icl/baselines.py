@@ -25,6 +25,7 @@ from typing import Callable
 import torch
 from jaxtyping import Float
 from torch import Tensor
+from nnapprox import rng
 
 Estimator = Callable[[Tensor, Tensor, Tensor], Tensor]
 
@@ -149,7 +150,7 @@ def bootstrap_band(
     if not 0 < level < 1 or n_boot < 1:
         raise ValueError(f"need 0 < level < 1 and n_boot >= 1, got {level}, {n_boot}")
     n = errors.shape[0]
-    idx = torch.randint(n, (n_boot, n), generator=generator, device=errors.device)
+    idx = rng.randint(n, (n_boot, n), generator=generator, device=errors.device)
     means = errors[idx].mean(1)  # (n_boot, k)
     q = torch.tensor([(1 - level) / 2, (1 + level) / 2], dtype=means.dtype, device=means.device)
     lo, hi = torch.quantile(means, q, dim=0)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import torch
 from jaxtyping import Float
 from torch import Tensor, nn
+from nnapprox import rng
 
 LSAWeights = dict[str, Tensor]
 
@@ -98,9 +99,9 @@ class LSA(nn.Module):
     def __init__(self, d: int, n_layer: int = 1, init_scale: float = 0.02, generator: torch.Generator | None = None) -> None:
         super().__init__()
         D = d + 1
-        self.W_Q = nn.Parameter(init_scale * torch.randn(n_layer, D, D, generator=generator))
-        self.W_K = nn.Parameter(init_scale * torch.randn(n_layer, D, D, generator=generator))
-        self.W_V = nn.Parameter(init_scale * torch.randn(n_layer, D, D, generator=generator))
+        self.W_Q = nn.Parameter(init_scale * rng.randn(n_layer, D, D, generator=generator))
+        self.W_K = nn.Parameter(init_scale * rng.randn(n_layer, D, D, generator=generator))
+        self.W_V = nn.Parameter(init_scale * rng.randn(n_layer, D, D, generator=generator))
 
     def weights(self) -> list[LSAWeights]:
         return [{"W_Q": q, "W_K": k, "W_V": v} for q, k, v in zip(self.W_Q, self.W_K, self.W_V)]

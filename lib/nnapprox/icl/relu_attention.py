@@ -29,6 +29,7 @@ from __future__ import annotations
 import torch
 from jaxtyping import Float
 from torch import Tensor, nn
+from nnapprox import rng
 
 Layer = dict[str, Tensor]
 
@@ -105,7 +106,7 @@ class ReLUTransformer(nn.Module):
         self.d, self.D, self.read = d, D, d + 1
 
         def p(*shape: int) -> nn.Parameter:
-            return nn.Parameter(init_scale * torch.randn(*shape, generator=generator))
+            return nn.Parameter(init_scale * rng.randn(*shape, generator=generator))
 
         self.Q, self.K, self.V = p(n_layer, M, D, D), p(n_layer, M, D, D), p(n_layer, M, D, D)
         self.W_1, self.W_2 = p(n_layer, D_ff, D), p(n_layer, D, D_ff)

@@ -27,6 +27,7 @@ from typing import Sequence
 import torch
 from jaxtyping import Float
 from torch import Tensor
+from nnapprox import rng
 
 _X_DISTRIBUTIONS = ("gaussian", "uniform")
 
@@ -46,8 +47,8 @@ def sample_x(
     if x_dist not in _X_DISTRIBUTIONS:
         raise ValueError(f"unknown x_dist {x_dist!r}: valid values are {_X_DISTRIBUTIONS}")
     if x_dist == "gaussian":
-        return torch.randn(batch, N, d, generator=generator, dtype=dtype, device=device)
-    return 2 * torch.rand(batch, N, d, generator=generator, dtype=dtype, device=device) - 1
+        return rng.randn(batch, N, d, generator=generator, dtype=dtype, device=device)
+    return 2 * rng.rand(batch, N, d, generator=generator, dtype=dtype, device=device) - 1
 
 
 def linear_tasks(
@@ -63,8 +64,8 @@ def linear_tasks(
     if sigma < 0 or w_scale <= 0:
         raise ValueError(f"need sigma >= 0 and w_scale > 0, got sigma={sigma}, w_scale={w_scale}")
     X = sample_x(batch, N, d, generator, x_dist=x_dist, dtype=dtype, device=device)
-    w = w_scale * torch.randn(batch, d, generator=generator, dtype=dtype, device=device)
-    noise = torch.randn(batch, N, generator=generator, dtype=dtype, device=device)
+    w = w_scale * rng.randn(batch, d, generator=generator, dtype=dtype, device=device)
+    noise = rng.randn(batch, N, generator=generator, dtype=dtype, device=device)
     y = torch.einsum("bnd,bd->bn", X, w) + sigma * noise
     return X, y, w
 
@@ -81,9 +82,9 @@ def mixed_noise_tasks(
         raise ValueError(f"sigmas must be a non-empty list of noise levels >= 0, got {sigmas!r}")
     X, y0, w = linear_tasks(batch, N, d, generator, w_scale=w_scale, dtype=dtype, device=device)
     levels = torch.tensor(list(sigmas), dtype=dtype, device=device)
-    pick = torch.randint(len(sigmas), (batch,), generator=generator, device=device)
+    pick = rng.randint(len(sigmas), (batch,), generator=generator, device=device)
     sigma = levels[pick]
-    y = y0 + sigma[:, None] * torch.randn(batch, N, generator=generator, dtype=dtype, device=device)
+    y = y0 + sigma[:, None] * rng.randn(batch, N, generator=generator, dtype=dtype, device=device)
     return X, y, w, sigma
 
 
@@ -95,9 +96,9 @@ def sparse_linear_tasks(
     if not 1 <= s <= d:
         raise ValueError(f"sparsity s must be in 1..d={d}, got {s}")
     X, _, w = linear_tasks(batch, N, d, generator, dtype=dtype, device=device)
-    keep = torch.rand(batch, d, generator=generator, device=device).argsort(dim=1) < s
+    keep = rng.rand(batch, d, generator=generator, device=device).argsort(dim=1) < s
     w = w * keep.to(dtype)
-    y = torch.einsum("bnd,bd->bn", X, w) + sigma * torch.randn(batch, N, generator=generator, dtype=dtype, device=device)
+    y = torch.einsum("bnd,bd->bn", X, w) + sigma * rng.randn(batch, N, generator=generator, dtype=dtype, device=device)
     return X, y, w
 
 
@@ -108,7 +109,7 @@ def logistic_tasks(
     r"""Binary labels :math:`y_i \in \{0, 1\}` with :math:`P(y_i = 1 \mid x_i) = \mathrm{sigmoid}(w^\top x_i)`."""
     X, _, w = linear_tasks(batch, N, d, generator, w_scale=w_scale, dtype=dtype, device=device)
     p = torch.sigmoid(torch.einsum("bnd,bd->bn", X, w))
-    y = (torch.rand(batch, N, generator=generator, dtype=dtype, device=device) < p).to(dtype)
+    y = (rng.rand(batch, N, generator=generator, dtype=dtype, device=device) < p).to(dtype)
     return X, y, w
 
 
@@ -123,7 +124,7 @@ def relu_teacher_tasks(
     if width < 1:
         raise ValueError(f"width must be >= 1, got {width}")
     X = sample_x(batch, N, d, generator, dtype=dtype, device=device)
-    V = torch.randn(batch, width, d, generator=generator, dtype=dtype, device=device) / math.sqrt(d)
-    a = torch.randn(batch, width, generator=generator, dtype=dtype, device=device) * math.sqrt(2.0 / width)
+    V = rng.randn(batch, width, d, generator=generator, dtype=dtype, device=device) / math.sqrt(d)
+    a = rng.randn(batch, width, generator=generator, dtype=dtype, device=device) * math.sqrt(2.0 / width)
     y = torch.einsum("bnk,bk->bn", torch.relu(torch.einsum("bkd,bnd->bnk", V, X)), a)
     return X, y, V, a

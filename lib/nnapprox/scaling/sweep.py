@@ -31,6 +31,7 @@ from torch import Tensor
 
 from ..progress import progress
 from .byte_lm import VOCAB, ByteMLP, make_contexts, non_embedding_params
+from nnapprox import rng
 
 
 def init_sweep(
@@ -45,10 +46,10 @@ def init_sweep(
     mask = (torch.arange(W_max, dtype=dtype).view(1, W_max) < width).to(dtype)
 
     def uniform(shape: tuple[int, ...], bound: Tensor | float) -> Tensor:
-        return (2 * torch.rand(shape, generator=generator, dtype=dtype) - 1) * bound
+        return (2 * rng.rand(shape, generator=generator, dtype=dtype) - 1) * bound
 
     params = {
-        "E": torch.randn((M, VOCAB, d_emb), generator=generator, dtype=dtype),
+        "E": rng.randn((M, VOCAB, d_emb), generator=generator, dtype=dtype),
         "W_1": uniform((M, fan_in, W_max), 1 / math.sqrt(fan_in)) * mask.unsqueeze(1),
         "b_1": uniform((M, W_max), 1 / math.sqrt(fan_in)) * mask,
         "W_2": uniform((M, W_max, VOCAB), 1 / width.sqrt().unsqueeze(-1)) * mask.unsqueeze(-1),
@@ -80,7 +81,7 @@ def sample_positions(
     if min(D) <= context:
         raise ValueError(f"every data size must exceed the context {context}, got {D}")
     limit = torch.tensor([d - context for d in D], dtype=torch.float64).view(1, -1, 1)
-    u = torch.rand((n_steps, 1, batch), generator=generator, dtype=torch.float64)  # (n_steps, 1, batch)
+    u = rng.rand((n_steps, 1, batch), generator=generator, dtype=torch.float64)  # (n_steps, 1, batch)
     return (u * limit).long()  # (n_steps, M, batch)
 
 
@@ -128,7 +129,7 @@ def train_sweep(
     _check(widths, D, train, eval_every)
     params, mask = init_sweep(widths, context, d_emb, generator, dtype)
     positions = sample_positions(D, n_steps, batch, context, generator)
-    test_pos = torch.randint(0, len(test) - context, (n_eval,), generator=generator)
+    test_pos = rng.randint(0, len(test) - context, (n_eval,), generator=generator)
     device = torch.device(device)
     params = {k: v.to(device).requires_grad_() for k, v in params.items()}
     mask, train, test = mask.to(device), train.to(device), test.to(device)
@@ -179,7 +180,7 @@ def train_sweep_loop(
     _check(widths, D, train, eval_every)
     params, _ = init_sweep(widths, context, d_emb, generator, dtype)
     positions = sample_positions(D, n_steps, batch, context, generator)
-    test_pos = torch.randint(0, len(test) - context, (n_eval,), generator=generator)
+    test_pos = rng.randint(0, len(test) - context, (n_eval,), generator=generator)
     device = torch.device(device)
     train, test = train.to(device), test.to(device)
     x_test, y_test = make_contexts(test, test_pos.to(device), context)

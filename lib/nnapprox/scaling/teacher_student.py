@@ -30,6 +30,7 @@ import numpy as np
 import torch
 from jaxtyping import Float
 from torch import Tensor
+from nnapprox import rng
 
 Teacher = Callable[[Float[Tensor, "n d"]], Float[Tensor, " n"]]
 
@@ -38,9 +39,9 @@ def tanh_teacher(d: int, generator: torch.Generator, K: int = 32, scale: float =
     r"""Random smooth teacher :math:`f^\star(x) = K^{-1/2} \sum_j c_j \tanh(w_j \cdot x + b_j)`, :math:`w_j \sim \mathcal N(0, \text{scale}^2 I)` (float64)."""
     if d < 1 or K < 1:
         raise ValueError(f"d and K must be >= 1, got d={d}, K={K}")
-    w = torch.randn(K, d, generator=generator, dtype=torch.float64) * scale
-    b = torch.randn(K, generator=generator, dtype=torch.float64)
-    c = torch.randn(K, generator=generator, dtype=torch.float64) / K**0.5
+    w = rng.randn(K, d, generator=generator, dtype=torch.float64) * scale
+    b = rng.randn(K, generator=generator, dtype=torch.float64)
+    c = rng.randn(K, generator=generator, dtype=torch.float64) / K**0.5
 
     def f(x: Float[Tensor, "n d"]) -> Float[Tensor, " n"]:
         return torch.tanh(x @ w.T + b) @ c
@@ -80,12 +81,12 @@ def random_features_curve(
     if n_train < max(N) + d + 1:
         raise ValueError(f"n_train={n_train} must exceed the number of features {max(N) + d + 1}")
     dt = torch.float64
-    x = 2 * torch.rand(n_train, d, generator=generator, dtype=dt) - 1
-    x_test = 2 * torch.rand(n_test, d, generator=generator, dtype=dt) - 1
-    v = torch.randn(max(N), d, generator=generator, dtype=dt)
+    x = 2 * rng.rand(n_train, d, generator=generator, dtype=dt) - 1
+    x_test = 2 * rng.rand(n_test, d, generator=generator, dtype=dt) - 1
+    v = rng.randn(max(N), d, generator=generator, dtype=dt)
     v = v / v.norm(dim=1, keepdim=True)
-    a = (2 * torch.rand(max(N), generator=generator, dtype=dt) - 1) * d**0.5
-    y = teacher(x) + noise * torch.randn(n_train, generator=generator, dtype=dt)
+    a = (2 * rng.rand(max(N), generator=generator, dtype=dt) - 1) * d**0.5
+    y = teacher(x) + noise * rng.randn(n_train, generator=generator, dtype=dt)
     y_test = teacher(x_test)
     out = []
     for n_feat in N:
@@ -115,16 +116,16 @@ def variance_limited_curve(
     if min(D) <= N + d + 1:
         raise ValueError(f"every D must exceed the number of features {N + d + 1}, got {D}")
     dt = torch.float64
-    v = torch.randn(N, d, generator=generator, dtype=dt)
+    v = rng.randn(N, d, generator=generator, dtype=dt)
     v = v / v.norm(dim=1, keepdim=True)
-    a = (2 * torch.rand(N, generator=generator, dtype=dt) - 1) * d**0.5
-    x_test = 2 * torch.rand(n_test, d, generator=generator, dtype=dt) - 1
+    a = (2 * rng.rand(N, generator=generator, dtype=dt) - 1) * d**0.5
+    x_test = 2 * rng.rand(n_test, d, generator=generator, dtype=dt) - 1
     Phi_test = _features(x_test, v, a)
     c_star = _least_squares(Phi_test, teacher(x_test), ridge)
 
     def excess(n: int) -> float:
-        x = 2 * torch.rand(n, d, generator=generator, dtype=dt) - 1
-        y = teacher(x) + noise * torch.randn(n, generator=generator, dtype=dt)
+        x = 2 * rng.rand(n, d, generator=generator, dtype=dt) - 1
+        y = teacher(x) + noise * rng.randn(n, generator=generator, dtype=dt)
         coef = _least_squares(_features(x, v, a), y, ridge)
         return float(((Phi_test @ (coef - c_star)) ** 2).mean())
 

@@ -22,6 +22,7 @@ from torch import Tensor
 
 from ..progress import progress
 from .mlp import init_relu_mlp, relu_mlp
+from nnapprox import rng
 
 
 def fourier_feature_map(v: Float[Tensor, " n"], B: Float[Tensor, " m_f"] | None) -> Float[Tensor, "n features"]:
@@ -54,7 +55,7 @@ def fit_fourier_features(
     if m_f < 1 or depth < 1 or width < 1 or n_steps < 1:
         raise ValueError("m_f, depth, width and n_steps must be >= 1")
     dev = torch.device(device)
-    B = None if sigma is None else (sigma * torch.randn(m_f, generator=generator)).to(dev)
+    B = None if sigma is None else (sigma * rng.randn(m_f, generator=generator)).to(dev)
     features = fourier_feature_map(v_train.to(dev), B)
     params = init_relu_mlp([features.shape[1]] + [width] * depth + [1], generator, device=dev)
     for p in params.values():

@@ -21,6 +21,7 @@ from typing import Callable
 import torch
 from jaxtyping import Float
 from torch import Tensor
+from nnapprox import rng
 
 
 def grid_values(f: Callable[[Tensor], Tensor], m: int, d: int) -> Float[Tensor, "..."]:
@@ -59,5 +60,5 @@ def interpolation_rmse(
 ) -> float:
     r"""Root-mean-square error of :math:`I_h f` at ``n_test`` uniform random points of :math:`[0,1]^d`."""
     values = grid_values(f, m, d)
-    x = torch.rand(n_test, d, generator=generator, dtype=torch.float64)
+    x = rng.rand(n_test, d, generator=generator, dtype=torch.float64)
     return float(((multilinear_interpolate(values, x) - f(x)) ** 2).mean().sqrt())

@@ -25,6 +25,7 @@ from jaxtyping import Float
 from torch import Tensor
 
 from ..progress import progress
+from nnapprox import rng
 
 
 def gaussian_target(x: Float[Tensor, "batch d"]) -> Float[Tensor, " batch"]:
@@ -71,8 +72,8 @@ def maurey_mse(
     idx = torch.tensor(n_values, device=device) - 1
     total = torch.zeros(len(n_values), dtype=torch.float64, device=device)
     for _ in progress(range(n_repeats), desc=f"Maurey d={d}"):
-        omega = torch.randn(n_max, d, generator=generator, dtype=torch.float64).to(device)
-        x = (torch.randn(n_test, d, generator=generator, dtype=torch.float64) * (s / d) ** 0.5).to(device)
+        omega = rng.randn(n_max, d, generator=generator, dtype=torch.float64).to(device)
+        x = (rng.randn(n_test, d, generator=generator, dtype=torch.float64) * (s / d) ** 0.5).to(device)
         f_n = random_cosine_average(omega, x)[idx]  # (len(n_values), n_test)
         total += ((f_n - gaussian_target(x)[None, :]) ** 2).mean(1)
     return (total / n_repeats).cpu()

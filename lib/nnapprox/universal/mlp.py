@@ -20,6 +20,7 @@ import math
 import torch
 from jaxtyping import Float
 from torch import Tensor
+from nnapprox import rng
 
 Params = dict[str, Tensor]
 
@@ -68,8 +69,8 @@ def init_relu_mlp(
     params: Params = {}
     for l, (fan_in, fan_out) in enumerate(zip(widths[:-1], widths[1:]), start=1):
         bound = 1.0 / math.sqrt(fan_in)
-        W = (2 * torch.rand(*lead, fan_out, fan_in, generator=generator, dtype=dtype) - 1) * bound
-        b = (2 * torch.rand(*lead, fan_out, generator=generator, dtype=dtype) - 1) * bound
+        W = (2 * rng.rand(*lead, fan_out, fan_in, generator=generator, dtype=dtype) - 1) * bound
+        b = (2 * rng.rand(*lead, fan_out, generator=generator, dtype=dtype) - 1) * bound
         params[f"W_{l}"], params[f"b_{l}"] = W.to(device), b.to(device)
     return params
 

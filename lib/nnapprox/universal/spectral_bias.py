@@ -29,6 +29,7 @@ from torch import Tensor
 
 from ..progress import progress
 from .mlp import Params, init_relu_mlp, relu_mlp_ensemble
+from nnapprox import rng
 
 
 def sinusoid_target(
@@ -112,7 +113,7 @@ def train_spectral_ensemble(
     dev = torch.device(device)
     n_amp, M = A.shape
     E = n_amp * n_phases
-    phi = (2 * math.pi * torch.rand(E, M, generator=generator, dtype=torch.float32)).to(dev)
+    phi = (2 * math.pi * rng.rand(E, M, generator=generator, dtype=torch.float32)).to(dev)
     A_e = A.to(dev, torch.float32).repeat_interleave(n_phases, dim=0)  # (E, M)
     z = torch.arange(n_points, dtype=torch.float32, device=dev) / n_points
     k = k.to(dev, torch.float32)

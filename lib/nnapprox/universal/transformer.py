@@ -25,6 +25,7 @@ from jaxtyping import Float
 from torch import Tensor
 
 from ..progress import progress
+from nnapprox import rng
 
 Block = dict[str, Tensor]
 
@@ -33,7 +34,7 @@ def init_block(d: int, h: int, m: int, r: int, generator: torch.Generator, dtype
     r"""Random block weights: entries :math:`\mathcal N(0, 1/\text{fan-in})`, biases zero."""
     if min(d, h, m, r) < 1:
         raise ValueError(f"d, h, m and r must be >= 1, got d={d}, h={h}, m={m}, r={r}")
-    randn = lambda *shape: torch.randn(*shape, generator=generator, dtype=dtype)  # noqa: E731
+    randn = lambda *shape: rng.randn(*shape, generator=generator, dtype=dtype)  # noqa: E731
     return {
         "W_Q": randn(h, m, d) / math.sqrt(d),
         "W_K": randn(h, m, d) / math.sqrt(d),
@@ -83,7 +84,7 @@ def permutation_equivariance_error(
     format's machine epsilon (about :math:`10^{-7}` in float32).
     """
     n = X.shape[2]
-    perms = torch.stack([torch.randperm(n, generator=generator) for _ in range(X.shape[0])])  # (batch, n)
+    perms = torch.stack([rng.randperm(n, generator=generator) for _ in range(X.shape[0])])  # (batch, n)
     index = perms[:, None, :].expand(-1, X.shape[1], -1)
     out = transformer(blocks, X)
     return float((transformer(blocks, X.gather(2, index)) - out.gather(2, index)).abs().max() / out.abs().max())
@@ -97,7 +98,7 @@ def reverse_batch(
     if not 1 <= d_x <= d:
         raise ValueError(f"need 1 <= d_x <= d, got d_x={d_x}, d={d}")
     X = torch.zeros(batch, d, n)
-    X[:, :d_x] = torch.randn(batch, d_x, n, generator=generator)
+    X[:, :d_x] = rng.randn(batch, d_x, n, generator=generator)
     return X, X.flip(2)
 
 
@@ -136,7 +137,7 @@ def train_reverse(
     """
     dev = torch.device(device)
     blocks = [{k: v.to(dev).requires_grad_(True) for k, v in init_block(d, h, m, r, generator).items()} for _ in range(n_blocks)]
-    E = (0.1 * torch.randn(d, n, generator=generator)).to(dev).requires_grad_(True) if positional else None
+    E = (0.1 * rng.randn(d, n, generator=generator)).to(dev).requires_grad_(True) if positional else None
     params = [p for b in blocks for p in b.values()] + ([E] if E is not None else [])
     opt = torch.optim.Adam(params, lr=lr)
     schedule = torch.optim.lr_scheduler.CosineAnnealingLR(opt, n_steps)
