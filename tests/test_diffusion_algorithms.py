@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from nnapprox.diffusion import (
-    MLPDenoiser, UnrolledVIResNet, dense_forward, energy, exact_second_moment, glauber,
+    MLPDenoiser, UnrolledVIResNet, dense_forward, energy, exact_second_moment, glauber, glauber_trace,
     init_weights, knots, mf_trajectory, mlp_width_for, naive_mean_field, noise, operator_norm,
     posterior_mean, probabilities, relu_tanh, relu_tanh_sup_error_bound, relu_tanh_weights,
     reverse_sde, sample_exact, sk_coupling, state_index, tap, train_denoiser, tv_distance,
@@ -91,6 +91,54 @@ def test_unrolled_network_error_contracts_to_the_fixed_point():
     dist = (mf_trajectory(A, h, 20) - m_star).norm(dim=2)
     bound = rho ** torch.arange(21, dtype=F64)[:, None] * dist[0]
     assert bool((dist <= bound * (1 + 1e-9) + 1e-13).all())
+
+
+def test_relu_network_iterates_obey_the_contraction_plus_approximation_bound():
+    g = _gen(11)
+    d, L, M, R = 12, 15, 8, 4.0
+    A = sk_coupling(d, 0.3, g)
+    rho = operator_norm(A)
+    h = torch.randn(6, d, generator=g, dtype=F64)
+    net = UnrolledVIResNet(d, L, M, R, dtype=F64)
+    net.load_state_dict(unrolled_vi_weights(A, L, M, R))
+    traj = net.trajectory(h)
+    assert traj.shape == (L + 1, 6, d)
+    torch.testing.assert_close(traj[-1], net(h), rtol=0, atol=0)
+    m_star = naive_mean_field(A, h, 1000)
+    dist = (traj - m_star).norm(dim=2)
+    eps = relu_tanh_sup_error_bound(M, R)
+    geo = torch.tensor([sum(rho**j for j in range(ell)) for ell in range(L + 1)], dtype=F64)
+    bound = rho ** torch.arange(L + 1, dtype=F64)[:, None] * dist[0] + d**0.5 * eps * geo[:, None]
+    assert bool((dist <= bound * (1 + 1e-9) + 1e-13).all())
+    # the bound can fail: a crude tanh (M = 1) with a too-small eps_M violates it at depth
+    coarse = UnrolledVIResNet(d, L, 1, R, dtype=F64)
+    coarse.load_state_dict(unrolled_vi_weights(A, L, 1, R))
+    dist_coarse = (coarse.trajectory(h) - m_star).norm(dim=2)
+    assert not bool((dist_coarse <= bound * (1 + 1e-9) + 1e-13).all())
+
+
+def test_relu_tanh_moves_its_weights_to_the_input():
+    a, c = relu_tanh_weights(8, 4.0, F64)
+    v = torch.linspace(-3, 3, 7, dtype=torch.float32)
+    out = relu_tanh(v, a, c, knots(8, 4.0, F64))
+    assert out.dtype == torch.float32 and out.device == v.device
+
+
+def test_glauber_trace_starts_at_x0_and_two_starts_agree_after_mixing():
+    g = _gen(12)
+    d = 30
+    A = sk_coupling(d, 0.5, g)
+    x0 = torch.cat([glauber(A, 300, 0, g), torch.ones(300, d, dtype=F64)])
+    trace = glauber_trace(A, 600, 40, 10, g, x0=x0)
+    assert trace.shape == (5, 600, d)
+    torch.testing.assert_close(trace[0], x0)
+    mag = trace.mean(2)  # (snapshots, chains)
+    z = lambda v: float((v[:300].mean() - v[300:].mean()).abs()  # noqa: E731
+                        / torch.sqrt(v[:300].var() / 300 + v[300:].var() / 300))
+    assert z(mag[0]) > 20      # at sweep 0 the two groups are far apart: the test can fail
+    assert z(mag[-1]) < 4      # after 40 sweeps they agree
+    with pytest.raises(ValueError, match="shape"):
+        glauber(A, 5, 1, g, x0=torch.ones(4, d, dtype=F64))
 
 
 def test_glauber_has_the_exact_stationary_law():

@@ -37,12 +37,14 @@ def glauber(
         raise ValueError(f"need n_chains >= 1 and n_sweeps >= 0, got {n_chains}, {n_sweeps}")
     if bool((torch.diagonal(A) != 0).any()):
         raise ValueError("Glauber dynamics here needs a zero diagonal of A (zero it first)")
-    h = torch.zeros(d, dtype=A.dtype, device=A.device) if h is None else h
+    h = torch.zeros(d, dtype=A.dtype, device=A.device) if h is None else h.to(A)
     if x0 is None:
         u = rng.rand(n_chains, d, generator=generator, dtype=A.dtype, device=A.device)
         x = torch.where(u < 0.5, 1.0, -1.0).to(A.dtype)
     else:
-        x = x0.clone()
+        if x0.shape != (n_chains, d):
+            raise ValueError(f"x0 must have shape ({n_chains}, {d}), got {tuple(x0.shape)}")
+        x = x0.to(A).clone()
     for _ in range(n_sweeps):
         u = rng.rand(n_chains, d, generator=generator, dtype=A.dtype, device=A.device)
         for i in range(d):
@@ -58,12 +60,17 @@ def glauber_trace(
     n_sweeps: int,
     every: int,
     generator: torch.Generator | None = None,
+    x0: Float[Tensor, "chains d"] | None = None,
 ) -> Float[Tensor, "snapshots chains d"]:
-    """States after every ``every`` sweeps (for burn-in plots and two-chain mixing checks)."""
+    """States at sweep 0 and after every ``every`` sweeps (burn-in plots, two-chain mixing checks).
+
+    Snapshot ``k`` is the state after ``k * every`` sweeps; chains start from ``x0`` if given,
+    else from uniform random spins.
+    """
     if every < 1:
         raise ValueError(f"every must be >= 1, got {every}")
-    x = glauber(A, n_chains, 0, generator)
-    snapshots = []
+    x = glauber(A, n_chains, 0, generator, x0=x0)
+    snapshots = [x.clone()]
     for _ in range(n_sweeps // every):
         x = glauber(A, n_chains, every, generator, x0=x)
         snapshots.append(x.clone())

@@ -46,7 +46,7 @@ def exact_second_moment(A: Float[Tensor, "d d"]) -> Float[Tensor, "d d"]:
 
 def correlation_error(x: Float[Tensor, "n d"], C: Float[Tensor, "d d"]) -> float:
     r""":math:`\|\frac1n\sum_i x_i x_i^\top - C\|_F`."""
-    return float(torch.linalg.matrix_norm(second_moment(x).to(C.dtype) - C))
+    return float(torch.linalg.matrix_norm(second_moment(x).to(C) - C))
 
 
 def ks_energy(x: Float[Tensor, "n d"], A: Float[Tensor, "d d"]) -> float:
@@ -59,6 +59,6 @@ def ks_energy(x: Float[Tensor, "n d"], A: Float[Tensor, "d d"]) -> float:
     p = probabilities(A)
     levels, inverse = torch.unique(E_all, return_inverse=True)  # sorted distinct energies
     F = torch.cumsum(torch.zeros_like(levels).index_add_(0, inverse, p), 0)
-    E_samp = torch.round(energy(x.to(A.dtype), A) * 1e9) / 1e9
+    E_samp = torch.round(energy(x.to(A), A) * 1e9) / 1e9
     F_n = torch.searchsorted(torch.sort(E_samp).values, levels, right=True).to(A.dtype) / x.shape[0]
     return float((F_n - F).abs().max())

@@ -60,7 +60,7 @@ def train_denoiser(
     """
     if n_steps < 1 or batch_size < 1:
         raise ValueError(f"need n_steps >= 1 and batch_size >= 1, got {n_steps}, {batch_size}")
-    dtype = next(model.parameters()).dtype
+    param = next(model.parameters())  # the model's dtype and device; data are moved there
     device = x_train.device
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
     schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, n_steps)
@@ -70,7 +70,7 @@ def train_denoiser(
         x = x_train[idx]
         t = log_uniform_times(batch_size, t_min, t_max, generator, x.dtype, device)
         h = field(noise(x, t, generator), t)
-        loss = ((x.to(dtype) - model(h.to(dtype))) ** 2).sum(1).mean() / x.shape[1]
+        loss = ((x.to(param) - model(h.to(param))) ** 2).sum(1).mean() / x.shape[1]
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
@@ -104,11 +104,11 @@ def score_error(
 
 
 def as_denoiser(model: nn.Module):
-    """Wrap a trained module as a float64 map ``h -> m`` without gradients (for metrics and sampling)."""
-    dtype = next(model.parameters()).dtype
+    """Wrap a trained module as a map ``h -> m`` without gradients, returned in ``h``'s dtype and device."""
+    param = next(model.parameters())
 
     def denoiser(h: Float[Tensor, "batch d"]) -> Float[Tensor, "batch d"]:
         with torch.no_grad():
-            return model(h.to(dtype)).to(h.dtype)
+            return model(h.to(param)).to(h)
 
     return denoiser

@@ -57,7 +57,9 @@ def relu_tanh_weights(M: int, R: float, dtype: torch.dtype = torch.float64
 
 def relu_tanh(v: Float[Tensor, "*batch"], a: Float[Tensor, " knots"], c: float | Tensor,
               b: Float[Tensor, " knots"]) -> Float[Tensor, "*batch"]:
-    r""":math:`c + \sum_k a_k \sigma(v - b_k)` applied entrywise."""
+    r""":math:`c + \sum_k a_k \sigma(v - b_k)` applied entrywise (``a``, ``b``, ``c`` are moved to ``v``'s device)."""
+    a, b = a.to(v), b.to(v)
+    c = c.to(v) if isinstance(c, Tensor) else c
     return c + torch.relu(v[..., None] - b) @ a
 
 
@@ -86,12 +88,23 @@ class UnrolledVIResNet(nn.Module):
         self.a = nn.Parameter(torch.zeros(L, M + 1, dtype=dtype))
         self.c = nn.Parameter(torch.zeros(L, dtype=dtype))
 
+    def block(self, ell: int, m: Float[Tensor, "batch d"], h: Float[Tensor, "batch d"]) -> Float[Tensor, "batch d"]:
+        r"""Block :math:`\ell` (0-based): :math:`m \mapsto \phi_\ell(A_\ell m + \gamma_\ell h)`."""
+        v = m @ self.A[ell].T + self.gamma[ell] * h
+        phi = torch.tanh(v) if self.exact_tanh else relu_tanh(v, self.a[ell], self.c[ell], self.b)
+        return phi  # = m + phi - relu(m) + relu(-m): the skip units cancel m (see dense_forward)
+
+    def trajectory(self, h: Float[Tensor, "batch d"]) -> Float[Tensor, "L_plus_one batch d"]:
+        r"""All block outputs :math:`\hat m^0 = 0, \hat m^1, \dots, \hat m^L` (the last one is ``forward(h)``)."""
+        ms = [torch.zeros_like(h)]
+        for ell in range(self.L):
+            ms.append(self.block(ell, ms[-1], h))
+        return torch.stack(ms)
+
     def forward(self, h: Float[Tensor, "batch d"]) -> Float[Tensor, "batch d"]:
         m = torch.zeros_like(h)
         for ell in range(self.L):
-            v = m @ self.A[ell].T + self.gamma[ell] * h
-            phi = torch.tanh(v) if self.exact_tanh else relu_tanh(v, self.a[ell], self.c[ell], self.b)
-            m = phi  # = m + phi - relu(m) + relu(-m): the skip units cancel m (see dense_forward)
+            m = self.block(ell, m, h)
         return m
 
     def n_parameters(self) -> int:
@@ -107,11 +120,11 @@ def unrolled_vi_weights(A: Float[Tensor, "d d"], L: int, M: int, R: float = 4.0)
     """
     a, c = relu_tanh_weights(M, R, A.dtype)
     return {
-        "b": knots(M, R, A.dtype),
+        "b": knots(M, R, A.dtype).to(A.device),
         "A": A.expand(L, *A.shape).clone(),
-        "gamma": torch.ones(L, dtype=A.dtype),
-        "a": a.expand(L, M + 1).clone(),
-        "c": torch.full((L,), c, dtype=A.dtype),
+        "gamma": torch.ones(L, dtype=A.dtype, device=A.device),
+        "a": a.to(A.device).expand(L, M + 1).clone(),
+        "c": torch.full((L,), c, dtype=A.dtype, device=A.device),
     }
 
 
