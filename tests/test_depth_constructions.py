@@ -153,3 +153,27 @@ def test_claim_can_fail_on_wrong_construction():
                       source="Telgarsky (2016)")
     assert not ok and claims.failed
     assert math.isclose(dp.telgarsky_error_lower_bound(64, 4), 48 / 192)
+
+
+def test_ball_error_rate_matches_plain_monte_carlo():
+    # importance sampling in the shell (rho_-, R] equals the plain estimate over the whole band
+    d, k, R, delta, s, n = 6, 8, 0.7, 0.02, 0.2, 200_000
+    g = torch.Generator().manual_seed(0)
+    u = torch.randn(n, d, generator=g, **f64)
+    rho = R + s * (2 * torch.rand(n, 1, generator=g, **f64) - 1)
+    x = rho * u / u.norm(dim=1, keepdim=True)
+    out = dp.relu_net(dp.ball_indicator_weights(d, k, R, delta), x)[:, 0]
+    plain = float(((out > 0.5).double() != dp.ball_indicator(x, R)[:, 0]).double().mean())
+    rate = dp.ball_error_rate(d, k, R, delta, s, 20_000, torch.Generator().manual_seed(1))
+    se = (plain * (1 - plain) / n) ** 0.5
+    assert plain > 0 and abs(rate - plain) <= 4 * se + 0.01 * plain
+    # no mistake outside the shell: points with rho > R or rho^2 <= R^2 - d/k^2 are all right
+    outside = (rho[:, 0] > R) | (rho[:, 0] ** 2 <= R**2 - dp.squared_norm_error_bound(d, k))
+    assert bool(((out > 0.5).double() == dp.ball_indicator(x, R)[:, 0])[outside].all())
+
+
+def test_ball_error_rate_falls_like_inverse_k_squared():
+    d, R, s = 10, 0.8, 0.3
+    rates = [dp.ball_error_rate(d, k, R, 0.01, s, 4000, torch.Generator().manual_seed(k)) for k in (32, 64)]
+    for k, r in zip((32, 64), rates):
+        assert abs(r * k**2 / (d / (6 * R * s)) - 1) < 0.1  # mean chord error h^2/6 per coordinate

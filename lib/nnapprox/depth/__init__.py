@@ -13,8 +13,8 @@ from .parity import (all_bit_strings, dnf_weights, parity, parity_dnf_terms, par
                      xor_gate, xor_tree, xor_tree_size)
 from .pieces import (breakpoints_along_line, count_pieces_along_line, count_pieces_on_grid,
                      count_regions_along_line, slope_changes)
-from .radial import (ball_indicator, ball_indicator_weights, near_sphere_points, square_interpolant_weights,
-                     squared_norm_error_bound)
+from .radial import (ball_error_rate, ball_indicator, ball_indicator_weights, near_sphere_points,
+                     square_interpolant_weights, squared_norm_error_bound)
 from .regions import (equal_width_architecture, max_pieces_on_line, random_segments, regions_per_neuron,
                       telgarsky_piece_bound)
 from .relu_net import (Weights, n_affine_layers, n_parameters, preactivations, random_relu_net, relu_net,

@@ -17,6 +17,12 @@ cheap for 3-layer networks and need width exponential in :math:`d` (or polynomia
 
 So the error falls like :math:`1/k^2` in the number of knots, and the output equals the
 indicator exactly wherever :math:`|\|x\|^2 - R^2| > \delta + d/k^2`.
+
+Thresholded at :math:`\tfrac12` the ramp decides :math:`\hat r^2 < R^2`, and since
+:math:`\hat r^2 \ge \|x\|^2` the only mistakes are points inside the ball with
+:math:`R^2 - \|x\|^2 < \hat r^2 - \|x\|^2 \le d/k^2`: a shell of width
+:math:`O(1/k^2)`, so the misclassified mass falls like :math:`1/k^2`
+(:func:`ball_error_rate`).
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from .relu_net import Weights
+from .relu_net import Weights, relu_net
 from nnapprox import rng
 
 
@@ -81,3 +87,29 @@ def near_sphere_points(
     u = u / u.norm(dim=1, keepdim=True)
     rho = R + spread * (2 * rng.rand(n, 1, generator=generator, dtype=dtype) - 1)
     return (rho * u).clamp(-1.0, 1.0)
+
+
+def ball_error_rate(
+    d: int, k: int, R: float, delta: float, spread: float, n: int, generator: torch.Generator
+) -> float:
+    r"""Probability that the thresholded construction misclassifies :math:`x = \rho u` (importance-sampled).
+
+    :math:`u` is uniform on the sphere and :math:`\rho` uniform on :math:`[R - s, R + s]`
+    (:math:`s` = ``spread``; no clipping to the cube). Mistakes can only
+    happen for :math:`\rho \in (\rho_-, R]` with :math:`\rho_-^2 = R^2 - d/k^2` (module
+    docstring), so ``n`` radii are drawn in that shell only and
+
+    .. math::  P[\text{wrong}] = P[\rho \in (\rho_-, R]] \cdot P[\text{wrong} \mid \text{shell}]
+               = \frac{R - \rho_-}{2 s}\, \widehat{P}[\hat r^2 \ge R^2 \mid \text{shell}].
+
+    For large :math:`k`, :math:`P[\text{wrong}] \approx \mathbb E[\hat r^2 - \|x\|^2] / (4 R s)
+    \approx d / (6 R s k^2)` (mean chord error :math:`h^2/6` per coordinate).
+    """
+    if not 0 < spread <= R:
+        raise ValueError(f"need 0 < spread <= R, got spread={spread}, R={R}")
+    rho_lo = max(R - spread, max(R**2 - squared_norm_error_bound(d, k), 0.0) ** 0.5)
+    u = rng.randn(n, d, generator=generator, dtype=torch.float64)
+    u = u / u.norm(dim=1, keepdim=True)
+    rho = rho_lo + (R - rho_lo) * rng.rand(n, 1, generator=generator, dtype=torch.float64)  # (n, 1), all <= R: inside
+    out = relu_net(ball_indicator_weights(d, k, R, delta), rho * u)[:, 0]
+    return float((out <= 0.5).double().mean()) * (R - rho_lo) / (2 * spread)
