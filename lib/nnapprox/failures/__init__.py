@@ -3,10 +3,18 @@
 The library of the chapter ``chapters/failures.md``: parities and the Walsh–Hadamard
 transform, the exact gradient variance over a family of targets (Theorem 1 of
 Shalev-Shwartz, Shamir & Shammah 2017), parity learning with SGD, linear-periodic targets
-(Shamir 2016), ill-conditioned piecewise-linear curves, sparse parities, and the sensitivity
+(Shamir 2016), decomposition versus end-to-end training, ill-conditioned piecewise-linear curves, sparse parities, and the sensitivity
 of soft attention (Hahn 2020).
 """
 
+from .decomposition import (
+    end_to_end_predictor,
+    gradient_signals,
+    part_moments,
+    part_predictor,
+    sample_tuples,
+    train_decomposition,
+)
 from .grad_variance import (
     LOSSES,
     gradient_snr,
@@ -38,6 +46,7 @@ from .piecewise_curves import (
     steps_to_reach,
 )
 from .sensitivity import encoder_forward, flip_sensitivity, init_encoder, loglog_slope, positional_encoding
+from .staircase import evaluate_target, staircase, train_targets_ensemble
 from .walsh_hadamard import fwht, hadamard_matrix
 
 __all__ = [name for name in dir() if not name.startswith("_")]
