@@ -28,6 +28,19 @@ def test_loglog_exact():
     assert f.r2 == pytest.approx(1.0)
 
 
+def test_loglog_matches_scipy_linregress():
+    """Slope, intercept, standard error and R² agree with an independent implementation."""
+    scipy_stats = pytest.importorskip("scipy.stats")
+    rng = np.random.default_rng(0)
+    x = np.logspace(-0.5, 3.2, 9)
+    y = 0.75 * x**0.87 * np.exp(0.1 * rng.standard_normal(9))
+    f, ref = fit_loglog(x, y), scipy_stats.linregress(np.log(x), np.log(y))
+    assert f.slope == pytest.approx(ref.slope, rel=1e-12)
+    assert f.intercept == pytest.approx(ref.intercept, rel=1e-12)
+    assert f.slope_se == pytest.approx(ref.stderr, rel=1e-10)
+    assert f.r2 == pytest.approx(ref.rvalue**2, rel=1e-12)
+
+
 def test_loglog_rejects_bad_input():
     with pytest.raises(ValueError, match="positive"):
         fit_loglog(np.array([1.0, 2.0, -3.0]), np.array([1.0, 2.0, 3.0]))
