@@ -132,13 +132,15 @@ def train_icl(
     generator: torch.Generator,
     warmup: int = 0,
     decay: bool = False,
+    clip: float | None = None,
     desc: str = "training",
 ) -> list[float]:
     r"""Adam on the prefix-averaged squared error; ``sample(batch, generator) -> (X, y)``; returns the loss curve.
 
     The same loop trains every model of the chapter whose ``predict(X, y)`` returns
     predictions of shape ``(batch, N)`` (all prefixes) or ``(batch,)`` (the last example).
-    ``warmup`` steps of linear learning-rate warm-up; ``decay`` lowers the rate linearly to 0.
+    ``warmup`` steps of linear learning-rate warm-up; ``decay`` lowers the rate linearly to 0;
+    ``clip`` caps the gradient norm (deep linear attention is cubic in its weights and can diverge without it).
     """
     if n_steps < 0 or batch < 1 or lr <= 0:
         raise ValueError(f"need n_steps >= 0, batch >= 1, lr > 0; got {n_steps}, {batch}, {lr}")
@@ -153,6 +155,8 @@ def train_icl(
         loss = F.mse_loss(pred, target)
         opt.zero_grad(set_to_none=True)
         loss.backward()
+        if clip is not None:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
         opt.step()
         sched.step()
         losses.append(loss.item())
