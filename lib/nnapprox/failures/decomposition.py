@@ -32,11 +32,9 @@ from jaxtyping import Float, Int
 from torch import Tensor
 
 from ..progress import progress
+from .parity import _device
+from .parity_sgd import sgd_step
 from nnapprox import rng
-
-
-def _device(generator: torch.Generator | None) -> torch.device:
-    return generator.device if generator is not None else torch.device("cpu")
 
 
 def sample_tuples(
@@ -161,9 +159,7 @@ def train_decomposition(
         e2e = 0.5 * (N[0].prod(-1) - y) ** 2  # (K, batch)
         dec = (0.5 * (N[1] - l) ** 2 * mask[:, None, :]).sum(-1) / k_t[:, None]  # (K, batch)
         loss = e2e.mean(1).sum() + dec.mean(1).sum()  # members are independent
-        (g,) = torch.autograd.grad(loss, [w])
-        with torch.no_grad():
-            w -= lr * g
+        sgd_step({"w": w}, loss, lr)
         if step % eval_every == 0 or step == n_steps:
             steps.append(step)
             curve.append(accuracy())

@@ -69,6 +69,14 @@ def sample_ensemble_batch(
     return x, y
 
 
+def sgd_step(params: Params, loss: Tensor, lr: float) -> None:
+    r"""One plain SGD step in place: :math:`\theta \leftarrow \theta - \eta \nabla_\theta\, \text{loss}` for every tensor of ``params``."""
+    grads = torch.autograd.grad(loss, list(params.values()))
+    with torch.no_grad():
+        for t, g in zip(params.values(), grads):
+            t -= lr * g
+
+
 def train_parity_ensemble(
     ds: list[int],
     ks: list[int],
@@ -109,10 +117,7 @@ def train_parity_ensemble(
     for step in progress(range(1, n_steps + 1), desc="parity SGD"):
         x, y = sample_ensemble_batch(masks, ds, batch, generator)
         hinge = torch.relu(1.0 - y * ensemble_forward(params, x)).mean(1).sum()  # members are independent
-        grads = torch.autograd.grad(hinge, list(params.values()))
-        with torch.no_grad():
-            for t, g in zip(params.values(), grads):
-                t -= lr * g
+        sgd_step(params, hinge, lr)
         if step % eval_every == 0 or step == n_steps:
             steps.append(step)
             curve.append(accuracy())

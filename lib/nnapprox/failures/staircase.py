@@ -20,7 +20,7 @@ from jaxtyping import Float, Int
 from torch import Tensor
 
 from ..progress import progress
-from .parity_sgd import ensemble_forward, init_ensemble
+from .parity_sgd import ensemble_forward, init_ensemble, sgd_step
 from nnapprox import rng
 
 Target = list[tuple[float, list[int]]]  # (coefficient a_m, subset S_m as 0-based coordinates)
@@ -74,10 +74,7 @@ def train_targets_ensemble(
     for step in progress(range(1, n_steps + 1), desc="staircase SGD"):
         x, y = draw(batch)
         loss = (0.5 * (ensemble_forward(params, x) - y) ** 2).mean(1).sum()  # members are independent
-        grads = torch.autograd.grad(loss, list(params.values()))
-        with torch.no_grad():
-            for t, g in zip(params.values(), grads):
-                t -= lr * g
+        sgd_step(params, loss, lr)
         if step % eval_every == 0 or step == n_steps:
             steps.append(step)
             curve.append(coefficient())
