@@ -160,3 +160,67 @@ def bootstrap_band(
 def prediction_distance(p: Float[Tensor, " batch"], q: Float[Tensor, " batch"]) -> float:
     r"""Squared prediction difference :math:`\mathbb E (p - q)^2` (Akyürek et al.'s probe of which algorithm a model runs)."""
     return float((p - q).double().pow(2).mean())
+
+
+def discrete_bayes(
+    X: Float[Tensor, "batch k d"], y: Float[Tensor, "batch k"], x_query: Float[Tensor, "batch d"],
+    pool: Float[Tensor, "M d"], sigma: float, chunk: int | None = None,
+) -> Float[Tensor, " batch"]:
+    r"""Posterior mean for a uniform prior on a finite pool of tasks (``raventos2023pretraining``, dMMSE).
+
+    :math:`\hat w = \sum_m \pi_m w_m` with
+    :math:`\pi_m \propto \exp(-\|y - X w_m\|^2 / 2\sigma^2)`; the Bayes estimator for prompts
+    whose task is drawn uniformly from ``pool`` and whose noise is :math:`\mathcal N(0, \sigma^2)`.
+    """
+    if sigma <= 0:
+        raise ValueError(f"sigma must be > 0, got {sigma}")
+    P = pool.to(device=X.device, dtype=torch.float64)
+    chunk = chunk or max(1, 2 ** 22 // P.numel())  # about 32 MB of (b, M, d) float64 per chunk
+    out = []
+    for s in range(0, X.shape[0], chunk):  # ||y - X w_m||^2 = |y|^2 - 2 w_m.X^T y + w_m^T X^T X w_m, in chunks of prompts
+        Xs, ys = X[s:s + chunk].double(), y[s:s + chunk].double()
+        A, c = Xs.transpose(1, 2) @ Xs, torch.einsum("bkd,bk->bd", Xs, ys)  # (b, d, d), (b, d)
+        quad = (torch.einsum("md,bde->bme", P, A) * P).sum(-1)  # (b, M): w_m^T A w_m
+        sq = ys.pow(2).sum(1)[:, None] - 2 * c @ P.T + quad
+        post = torch.softmax(-sq / (2 * sigma ** 2), dim=1)  # (b, M)
+        out.append(((post @ P) * x_query[s:s + chunk].double()).sum(-1))
+    return torch.cat(out).to(X.dtype)
+
+
+def bayes_ridge(
+    X: Float[Tensor, "batch k d"], y: Float[Tensor, "batch k"], x_query: Float[Tensor, "batch d"],
+    sigma: float, w_scale: float = 1.0,
+) -> Float[Tensor, " batch"]:
+    r"""Posterior mean for :math:`w\sim\mathcal N(0, s^2 I)`, noise :math:`\sigma`: ridge with :math:`\lambda = \sigma^2/(k s^2)` (0 at :math:`k = 0`)."""
+    if X.shape[1] == 0:
+        return torch.zeros_like(x_query[:, 0])
+    return ridge(X, y, x_query, sigma ** 2 / (X.shape[1] * w_scale ** 2))
+
+
+def relu_net_fit(
+    X: Float[Tensor, "batch k d"], y: Float[Tensor, "batch k"], x_query: Float[Tensor, "batch d"], K: int,
+    generator: torch.Generator, n_steps: int = 500, lr: float = 3e-2,
+) -> Float[Tensor, " batch"]:
+    r"""A two-layer ReLU network :math:`\sum_{k\le K} a_k\sigma(v_k^\top x)` trained by Adam on each prompt's examples.
+
+    One network per prompt (all trained at once; the prompts' losses do not interact),
+    initialised :math:`V_{kj}\sim\mathcal N(0, 1/d)`, :math:`a_k\sim\mathcal N(0, 2/K)`; the
+    baseline of ``wu2025incontext``'s numerical study ("training with prompt samples").
+    """
+    if K < 1 or n_steps < 0 or lr <= 0:
+        raise ValueError(f"need K >= 1, n_steps >= 0, lr > 0; got {K}, {n_steps}, {lr}")
+    b, _, d = X.shape
+    V = (rng.randn(b, K, d, generator=generator, dtype=X.dtype, device=X.device) / d ** 0.5).requires_grad_(True)
+    a = (rng.randn(b, K, generator=generator, dtype=X.dtype, device=X.device) * (2 / K) ** 0.5).requires_grad_(True)
+
+    def net(Z: Tensor) -> Tensor:
+        return torch.einsum("bnk,bk->bn", torch.relu(torch.einsum("bkd,bnd->bnk", V, Z)), a)
+
+    opt = torch.optim.Adam([a, V], lr=lr)
+    with torch.enable_grad():
+        for _ in range(n_steps):
+            loss = (net(X) - y).pow(2).mean(1).sum()
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+    return net(x_query[:, None, :])[:, 0].detach()

@@ -128,3 +128,26 @@ def relu_teacher_tasks(
     a = rng.randn(batch, width, generator=generator, dtype=dtype, device=device) * math.sqrt(2.0 / width)
     y = torch.einsum("bnk,bk->bn", torch.relu(torch.einsum("bkd,bnd->bnk", V, X)), a)
     return X, y, V, a
+
+
+def task_pool(M: int, d: int, generator: torch.Generator, *, w_scale: float = 1.0,
+              dtype: torch.dtype = torch.float32, device: torch.device | str = "cpu") -> Float[Tensor, "M d"]:
+    r"""A finite pool of :math:`M` tasks :math:`w_m \sim \mathcal N(0, w_{\rm scale}^2 I_d)` (``raventos2023pretraining``)."""
+    if M < 1:
+        raise ValueError(f"the pool needs M >= 1 tasks, got {M}")
+    return w_scale * rng.randn(M, d, generator=generator, dtype=dtype, device=device)
+
+
+def pool_tasks(
+    batch: int, N: int, pool: Float[Tensor, "M d"], generator: torch.Generator, *, sigma: float = 0.0,
+    x_dist: str = "gaussian", device: torch.device | str | None = None,
+) -> tuple[Float[Tensor, "batch N d"], Float[Tensor, "batch N"], Float[Tensor, "batch d"]]:
+    r"""Linear-regression prompts whose task is drawn uniformly from ``pool``: :math:`y = w_m^\top x + \sigma\varepsilon`."""
+    if sigma < 0:
+        raise ValueError(f"sigma must be >= 0, got {sigma}")
+    device = pool.device if device is None else device
+    M, d = pool.shape
+    X = sample_x(batch, N, d, generator, x_dist=x_dist, dtype=pool.dtype, device=device)
+    w = pool.to(device)[rng.randint(M, (batch,), generator=generator, device=device)]
+    y = torch.einsum("bnd,bd->bn", X, w) + sigma * rng.randn(batch, N, generator=generator, dtype=pool.dtype, device=device)
+    return X, y, w
