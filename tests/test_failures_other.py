@@ -42,7 +42,7 @@ def test_periodic_training_ensemble_shapes_and_validation():
 
 
 def test_parity_training_learns_small_d():
-    steps, acc, rel, masks = F.train_parity_ensemble([4], [2], 1500, torch.Generator().manual_seed(0), eval_every=500, lr=0.05)
+    steps, acc, progress, masks = F.train_parity_ensemble([4], [2], 1500, torch.Generator().manual_seed(0), eval_every=500, lr=0.05)
     assert masks.sum() == 2 and acc[-1, 0] > 0.95
 
 

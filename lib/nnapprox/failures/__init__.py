@@ -3,8 +3,9 @@
 The library of the chapter ``chapters/failures.md``: parities and the Walsh–Hadamard
 transform, the exact gradient variance over a family of targets (Theorem 1 of
 Shalev-Shwartz, Shamir & Shammah 2017), parity learning with SGD, linear-periodic targets
-(Shamir 2016), decomposition versus end-to-end training, ill-conditioned piecewise-linear curves, sparse parities, and the sensitivity
-of soft attention (Hahn 2020).
+(Shamir 2016), decomposition versus end-to-end training, ill-conditioned piecewise-linear curves, flat (staircase) activations, sparse parities
+and their hidden progress (Barak et al. 2022), the sensitivity
+of soft attention (Hahn 2020), and length generalisation of LSTMs and transformers on parity.
 """
 
 from .decomposition import (
@@ -15,6 +16,7 @@ from .decomposition import (
     sample_tuples,
     train_decomposition,
 )
+from .flat_activation import flat_neuron_loss, forward_only_bound, quantised_identity, train_flat_neuron
 from .grad_variance import (
     LOSSES,
     gradient_snr,
@@ -26,6 +28,7 @@ from .grad_variance import (
     parity_gradient_variance_reference,
     per_example_gradients,
 )
+from .hidden_progress import fourier_coefficient, movement_ratio, movement_zscore
 from .parity import all_parities, hypercube, parity, random_subset, sample_parity, subset_mask
 from .parity_sgd import relevance, ensemble_forward, init_ensemble, sample_ensemble_batch, train_parity_ensemble
 from .periodic import (
@@ -44,6 +47,15 @@ from .piecewise_curves import (
     pwl_matrix,
     shift_powers,
     steps_to_reach,
+)
+from .sequence_parity import (
+    ParityLSTM,
+    ParityTransformer,
+    init_parameters_,
+    parity_accuracy,
+    running_parity_loss,
+    sample_bit_strings,
+    train_running_parity,
 )
 from .sensitivity import encoder_forward, flip_sensitivity, init_encoder, loglog_slope, positional_encoding
 from .staircase import evaluate_target, staircase, train_targets_ensemble

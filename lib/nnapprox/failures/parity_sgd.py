@@ -21,6 +21,7 @@ from jaxtyping import Float, Int
 from torch import Tensor
 
 from ..progress import progress
+from .hidden_progress import fourier_coefficient, movement_ratio, movement_zscore
 from .parity import random_subset, sample_parity
 from nnapprox import rng
 
@@ -88,12 +89,15 @@ def train_parity_ensemble(
     lr: float = 0.01,
     eval_every: int = 500,
     n_eval: int = 2048,
-) -> tuple[Int[Tensor, " evals"], Float[Tensor, "evals E"], Float[Tensor, "evals E"], Int[Tensor, "E d_max"]]:
+) -> tuple[Int[Tensor, " evals"], Float[Tensor, "evals E"], dict[str, Float[Tensor, "evals E"]], Int[Tensor, "E d_max"]]:
     r"""Train one network per ``(d, k)`` pair with hinge loss and SGD; return the accuracy curves.
 
-    Returns ``(steps, accuracy, relevance, masks)``: ``accuracy[t, e]`` is the fraction of
+    Returns ``(steps, accuracy, progress, masks)``: ``accuracy[t, e]`` is the fraction of
     ``n_eval`` fresh inputs whose sign :math:`\mathrm{sign}\,p_e(x)` equals the parity, after
-    ``steps[t]`` SGD steps; ``relevance[t, e]`` is the progress measure of :func:`relevance`;
+    ``steps[t]`` SGD steps; ``progress`` holds progress measures on the same grid (each
+    ``(evals, E)``): ``"norm_ratio"`` (:func:`relevance`), ``"movement_ratio"`` and
+    ``"movement_z"`` (:mod:`nnapprox.failures.hidden_progress`, NaN at step 0), ``"fourier"``
+    (:math:`\hat p_e(S)` on the test inputs) and ``"hinge"`` (test hinge loss);
     ``masks[e]`` is the hidden subset (a uniformly random ``k``-subset).
     """
     if len(ds) != len(ks) or any(not 0 < k <= d for d, k in zip(ds, ks)):
@@ -109,20 +113,29 @@ def train_parity_ensemble(
         t.requires_grad_(True)
     x_eval, y_eval = sample_ensemble_batch(masks, ds, n_eval, generator)
 
-    def accuracy() -> Tensor:
-        with torch.no_grad():
-            return (torch.sign(ensemble_forward(params, x_eval)) == y_eval).float().mean(1).cpu()
+    W0 = params["W"].detach().clone()
+    names = ("norm_ratio", "movement_ratio", "movement_z", "fourier", "hinge")
+    record: dict[str, list[Tensor]] = {name: [] for name in names}
 
-    steps, curve, rel = [0], [accuracy()], [relevance(params["W"].detach(), masks, ds)]
+    def evaluate() -> Tensor:
+        with torch.no_grad():
+            p, W = ensemble_forward(params, x_eval), params["W"].detach()
+            record["norm_ratio"].append(relevance(W, masks, ds))
+            record["movement_ratio"].append(movement_ratio(W, W0, masks, ds).float())
+            record["movement_z"].append(movement_zscore(W, W0, masks, ds).float())
+            record["fourier"].append(fourier_coefficient(p, y_eval))
+            record["hinge"].append(torch.relu(1.0 - y_eval * p).mean(1).cpu())
+            return (torch.sign(p) == y_eval).float().mean(1).cpu()
+
+    steps, curve = [0], [evaluate()]
     for step in progress(range(1, n_steps + 1), desc="parity SGD"):
         x, y = sample_ensemble_batch(masks, ds, batch, generator)
         hinge = torch.relu(1.0 - y * ensemble_forward(params, x)).mean(1).sum()  # members are independent
         sgd_step(params, hinge, lr)
         if step % eval_every == 0 or step == n_steps:
             steps.append(step)
-            curve.append(accuracy())
-            rel.append(relevance(params["W"].detach(), masks, ds))
-    return torch.tensor(steps), torch.stack(curve), torch.stack(rel), masks
+            curve.append(evaluate())
+    return torch.tensor(steps), torch.stack(curve), {k: torch.stack(v) for k, v in record.items()}, masks
 
 
 def relevance(W: Float[Tensor, "E m d_max"], masks: Int[Tensor, "E d_max"], ds: list[int]) -> Float[Tensor, " E"]:

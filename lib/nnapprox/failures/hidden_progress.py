@@ -1,0 +1,68 @@
+r"""Progress measures for sparse-parity training that move while the accuracy sits at chance.
+
+Chapter "When gradient descent fails", section "Sparse parities" ({cite}`barak2022hidden`).
+Barak et al. show that SGD on a :math:`(n, k)` sparse parity makes *hidden progress*: the
+population gradient on the first layer has a Fourier gap, so the weights on the :math:`k`
+relevant inputs :math:`S` move steadily more than the others long before the loss or the
+error move. With :math:`W` the first-layer weights (one column per input) and :math:`W_0` their
+initial value, the per-input movement is
+
+.. math::  \mu_j(t) = \big\| W_{:,j}(t) - W_{:,j}(0) \big\|_2 , \qquad j = 1, \dots, n .
+
+If SGD did not single out :math:`S` (the null: every column only collects gradient noise), the
+:math:`\mu_j` would be exchangeable, and the mean over :math:`S` minus the mean over the other
+columns, in units of its standard error,
+
+.. math::  z(t) = \frac{\bar\mu_S - \bar\mu_{\bar S}}{\hat\sigma_{\bar S}\sqrt{1/k + 1/(n-k)}} ,
+
+would be of order one. :func:`movement_zscore` computes :math:`z`, :func:`movement_ratio` the
+ratio :math:`\bar\mu_S / \bar\mu_{\bar S}`, :func:`fourier_coefficient` the network's Fourier
+coefficient :math:`\hat p(S) = \mathbb{E}_x[p(x)\chi_S(x)]` on a fixed test batch.
+"""
+
+from __future__ import annotations
+
+import torch
+from jaxtyping import Float, Int
+from torch import Tensor
+
+
+def _column_movement(W: Float[Tensor, "E m d_max"], W0: Float[Tensor, "E m d_max"]) -> Float[Tensor, "E d_max"]:
+    return (W - W0).norm(dim=1).cpu().double()  # (E, d_max): mu_j, one per input coordinate
+
+
+def movement_ratio(
+    W: Float[Tensor, "E m d_max"], W0: Float[Tensor, "E m d_max"], masks: Int[Tensor, "E d_max"], ds: list[int]
+) -> Float[Tensor, " E"]:
+    r""":math:`\bar\mu_S / \bar\mu_{\bar S}`: mean movement of the relevant first-layer columns over that of the others (NaN at :math:`t = 0` or if :math:`S = [d]`)."""
+    mu = _column_movement(W, W0)
+    out = []
+    for e, d in enumerate(ds):
+        m = masks[e, :d].bool().cpu()
+        ok = bool((~m).any()) and float(mu[e, :d][~m].mean()) > 0
+        out.append(mu[e, :d][m].mean() / mu[e, :d][~m].mean() if ok else torch.tensor(float("nan"), dtype=torch.float64))
+    return torch.stack(out)
+
+
+def movement_zscore(
+    W: Float[Tensor, "E m d_max"], W0: Float[Tensor, "E m d_max"], masks: Int[Tensor, "E d_max"], ds: list[int]
+) -> Float[Tensor, " E"]:
+    r"""Two-sample :math:`z` of the relevant columns' movement against the irrelevant ones (module docstring); NaN where undefined."""
+    mu = _column_movement(W, W0)
+    out = []
+    for e, d in enumerate(ds):
+        m = masks[e, :d].bool().cpu()
+        k, rest = int(m.sum()), int((~m).sum())
+        if k < 1 or rest < 2 or float(mu[e, :d][~m].std()) == 0.0:
+            out.append(torch.tensor(float("nan"), dtype=torch.float64))
+            continue
+        se = mu[e, :d][~m].std() * (1.0 / k + 1.0 / rest) ** 0.5
+        out.append((mu[e, :d][m].mean() - mu[e, :d][~m].mean()) / se)
+    return torch.stack(out)
+
+
+def fourier_coefficient(p: Float[Tensor, "E n"], chi: Float[Tensor, "E n"]) -> Float[Tensor, " E"]:
+    r""":math:`\hat p(S) \approx \frac1n \sum_i p(x_i)\chi_S(x_i)` on a fixed batch (``chi`` holds :math:`\chi_S(x_i)`, the labels)."""
+    if p.shape != chi.shape:
+        raise ValueError(f"p and chi must have the same shape, got {tuple(p.shape)} and {tuple(chi.shape)}")
+    return (p * chi).mean(-1).cpu()

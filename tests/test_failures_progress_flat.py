@@ -1,0 +1,130 @@
+"""Tests of the hidden-progress measures and the flat-activation (staircase neuron) module."""
+
+import pytest
+import torch
+
+import nnapprox
+import nnapprox.failures as F
+
+
+def test_movement_zscore_null_and_signal():
+    g = torch.Generator().manual_seed(0)
+    W0 = torch.randn(1, 50, 30, generator=g, dtype=torch.float64)
+    masks = torch.zeros(1, 30, dtype=torch.long)
+    masks[0, :3] = 1
+    noise = W0 + 0.1 * torch.randn(1, 50, 30, generator=g, dtype=torch.float64)  # every column moves alike
+    assert abs(float(F.movement_zscore(noise, W0, masks, [30])[0])) < 4
+    assert float(F.movement_ratio(noise, W0, masks, [30])[0]) == pytest.approx(1.0, abs=0.15)
+    signal = noise.clone()
+    signal[0, :, :3] += 0.2  # the relevant columns move further
+    assert float(F.movement_zscore(signal, W0, masks, [30])[0]) > 10
+    assert float(F.movement_ratio(signal, W0, masks, [30])[0]) > 2
+    assert torch.isnan(F.movement_zscore(W0, W0, masks, [30])[0])  # nothing moved: undefined
+
+
+def test_fourier_coefficient_exact_on_the_cube():
+    d = 6
+    x = F.hypercube(d)
+    S, T = torch.tensor([1, 0, 1, 1, 0, 0]), torch.tensor([0, 1, 0, 0, 0, 1])
+    p = 0.7 * F.parity(x, S) - 0.2 * F.parity(x, T) + 0.1  # Fourier expansion with three terms
+    coef = F.fourier_coefficient(p[None], F.parity(x, S)[None])
+    assert float(coef[0]) == pytest.approx(0.7, abs=1e-12)
+    with pytest.raises(Exception):  # ValueError, or the shape checker's error under pytest
+        F.fourier_coefficient(p[None], p[None, :-1])
+
+
+def test_parity_training_returns_progress_measures():
+    steps, acc, progress, masks = F.train_parity_ensemble([6, 8], [2, 3], 20, torch.Generator().manual_seed(0), eval_every=10)
+    assert set(progress) == {"norm_ratio", "movement_ratio", "movement_z", "fourier", "hinge"}
+    assert all(v.shape == (3, 2) for v in progress.values())
+    assert torch.isnan(progress["movement_z"][0]).all() and not torch.isnan(progress["movement_z"][1:]).any()
+
+
+def test_staircase_gradient_is_exactly_zero():
+    g = torch.Generator().manual_seed(0)
+    X = torch.randn(256, 4, generator=g, dtype=torch.float64)
+    w_star, w0 = torch.tensor([1.0, -2.0, 0.5, 1.5], dtype=torch.float64), torch.zeros(4, dtype=torch.float64) + 0.1
+    y = F.quantised_identity(X @ w_star, 0.5)
+    ws, losses = F.train_flat_neuron(X, y, w0, 0.5, 0.5, 10, mode="end_to_end")
+    assert torch.equal(ws[-1], w0) and torch.equal(losses, losses[0].expand(11))
+    assert (F.quantised_identity(X @ w0, 0.5) - X @ w0).abs().max() <= 0.25 + 1e-12
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_forward_only_within_theorem_bound(seed):
+    g = torch.Generator().manual_seed(seed)
+    X = torch.randn(512, 5, generator=g, dtype=torch.float64)
+    w_star = 2.0 * torch.randn(5, generator=g, dtype=torch.float64)
+    w0 = torch.randn(5, generator=g, dtype=torch.float64)
+    delta = 0.7
+    eta = 1.0 / float(torch.linalg.eigvalsh(X.T @ X / 512)[-1])
+    ws, losses = F.train_flat_neuron(X, F.quantised_identity(X @ w_star, delta), w0, delta, eta, 30)
+    bound = F.forward_only_bound(X, w0, w_star, delta, eta, 30)
+    assert ((ws - w_star).norm(dim=1) <= bound + 1e-12).all()
+    with pytest.raises(ValueError, match="eta"):
+        F.forward_only_bound(X, w0, w_star, delta, 3 * eta, 30)
+
+
+def test_flat_claim_can_fail_on_wrong_update():
+    """Gradient *ascent* with the forward-only direction leaves the theorem's ball: the chapter's check fails."""
+    g = torch.Generator().manual_seed(0)
+    X = torch.randn(512, 5, generator=g, dtype=torch.float64)
+    w_star, w0 = 2.0 * torch.randn(5, generator=g, dtype=torch.float64), torch.zeros(5, dtype=torch.float64)
+    delta = 0.5
+    y = F.quantised_identity(X @ w_star, delta)
+    eta = 1.0 / float(torch.linalg.eigvalsh(X.T @ X / 512)[-1])
+    w = w0.clone()
+    for _ in range(10):
+        w = w + eta * X.T @ (F.quantised_identity(X @ w, delta) - y) / 512  # wrong sign
+    bound = F.forward_only_bound(X, w0, w_star, delta, eta, 10)
+    claims = nnapprox.Claims()
+    assert not claims.check("wrong update within bound", value=float((w - w_star).norm() / bound[-1]), op="<=",
+                            threshold=1.0, source="test")
+
+
+class _OracleParity(torch.nn.Module):
+    """Exact running parity as logits: the automaton y_t = y_{t-1} xor b_t."""
+
+    def forward(self, bits):
+        y = torch.cumsum(bits, dim=1) % 2
+        return torch.stack([1.0 - y, y.float()], dim=-1) * 10.0
+
+
+def test_bit_strings_running_parity_and_padding():
+    bits, parity, lengths = F.sample_bit_strings(64, 12, torch.Generator().manual_seed(0), min_length=3)
+    assert bits.shape == parity.shape == (64, 12) and lengths.min() >= 3 and lengths.max() <= 12
+    for i in range(64):
+        n = int(lengths[i])
+        assert bits[i, n:].eq(0).all()
+        assert int(parity[i, n - 1]) == int(bits[i, :n].sum()) % 2
+
+
+def test_oracle_has_zero_error_and_loss_ignores_padding():
+    g = torch.Generator().manual_seed(1)
+    assert F.parity_accuracy(_OracleParity(), 50, 256, g) == 1.0
+    bits, parity, lengths = F.sample_bit_strings(32, 10, g, min_length=1)
+    logits = _OracleParity()(bits)
+    logits_wrong_padding = logits.clone()
+    pad = torch.arange(10)[None, :] >= lengths[:, None]
+    logits_wrong_padding[pad] = torch.tensor([-10.0, 10.0])  # garbage where there is no symbol
+    torch.testing.assert_close(F.running_parity_loss(logits, parity, lengths),
+                               F.running_parity_loss(logits_wrong_padding, parity, lengths))
+
+
+@pytest.mark.parametrize("cls", [F.ParityLSTM, F.ParityTransformer])
+def test_sequence_models_shapes_and_seeded_init(cls):
+    a = F.init_parameters_(cls(), torch.Generator().manual_seed(3))
+    b = F.init_parameters_(cls(), torch.Generator().manual_seed(3))
+    for (name, p), q in zip(a.named_parameters(), b.parameters()):
+        assert torch.equal(p, q), name
+    bits, _, _ = F.sample_bit_strings(4, 30, torch.Generator().manual_seed(0))
+    assert a(bits).shape == (4, 30, 2)
+
+
+def test_transformer_is_causal():
+    model = F.init_parameters_(F.ParityTransformer(), torch.Generator().manual_seed(0)).eval()
+    bits, _, _ = F.sample_bit_strings(2, 16, torch.Generator().manual_seed(1))
+    changed = bits.clone()
+    changed[:, -1] = 1 - changed[:, -1]  # a later symbol must not change earlier outputs
+    with torch.no_grad():
+        torch.testing.assert_close(model(bits)[:, :-1], model(changed)[:, :-1])
