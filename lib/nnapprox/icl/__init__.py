@@ -1,5 +1,6 @@
 """In-context learning as gradient descent: tasks, transformers, constructions, baselines."""
 from .baselines import *  # noqa: F401,F403
+from .curriculum import Curriculum
 from .gpt import GPT, GPTConfig, causal_attention_reference, interleave, train_icl
 from .tasks import (linear_tasks, logistic_tasks, mixed_noise_tasks, pool_tasks, relu_teacher_tasks, sample_x,
                     sparse_linear_tasks, task_pool)

@@ -133,6 +133,7 @@ def train_icl(
     warmup: int = 0,
     decay: bool = False,
     clip: float | None = None,
+    curriculum: Callable[[int], dict] | None = None,
     desc: str = "training",
 ) -> list[float]:
     r"""Adam on the prefix-averaged squared error; ``sample(batch, generator) -> (X, y)``; returns the loss curve.
@@ -141,6 +142,8 @@ def train_icl(
     predictions of shape ``(batch, N)`` (all prefixes) or ``(batch,)`` (the last example).
     ``warmup`` steps of linear learning-rate warm-up; ``decay`` lowers the rate linearly to 0;
     ``clip`` caps the gradient norm (deep linear attention is cubic in its weights and can diverge without it).
+    ``curriculum(step)`` returns keyword arguments for the sampler, ``sample(batch, generator, **curriculum(step))``
+    (Garg et al.'s growing problem size: :class:`nnapprox.icl.Curriculum`).
     """
     if n_steps < 0 or batch < 1 or lr <= 0:
         raise ValueError(f"need n_steps >= 0, batch >= 1, lr > 0; got {n_steps}, {batch}, {lr}")
@@ -148,8 +151,8 @@ def train_icl(
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda t: min(1.0, (t + 1) / max(warmup, 1)) * (1 - t / n_steps if decay else 1.0))
     losses = []
     model.train()
-    for _ in progress(range(n_steps), desc=desc):
-        X, y = sample(batch, generator)
+    for step in progress(range(n_steps), desc=desc):
+        X, y = sample(batch, generator, **(curriculum(step) if curriculum is not None else {}))
         pred = model.predict(X, y)
         target = y if pred.dim() == 2 else y[:, -1]
         loss = F.mse_loss(pred, target)

@@ -53,17 +53,23 @@ def sample_x(
 
 def linear_tasks(
     batch: int, N: int, d: int, generator: torch.Generator, *, sigma: float = 0.0,
-    w_scale: float = 1.0, x_dist: str = "gaussian", dtype: torch.dtype = torch.float32,
+    w_scale: float = 1.0, x_dist: str = "gaussian", d_eff: int | None = None, dtype: torch.dtype = torch.float32,
     device: torch.device | str = "cpu",
 ) -> tuple[Float[Tensor, "batch N d"], Float[Tensor, "batch N"], Float[Tensor, "batch d"]]:
     r"""Noisy linear regression :math:`y_i = w^\top x_i + \sigma \varepsilon_i`, :math:`w \sim \mathcal N(0, w_{\rm scale}^2 I_d)`.
 
     Garg et al. use ``w_scale=1`` and no noise; Bai et al. use ``w_scale = 1/sqrt(d)``.
+    ``d_eff < d`` zeroes the input coordinates beyond the first ``d_eff`` (a ``d_eff``-dimensional
+    problem in the same ``d``-dimensional tokens: Garg et al.'s curriculum, see :class:`Curriculum`).
     Returns ``(X, y, w)``.
     """
     if sigma < 0 or w_scale <= 0:
         raise ValueError(f"need sigma >= 0 and w_scale > 0, got sigma={sigma}, w_scale={w_scale}")
+    if d_eff is not None and not 1 <= d_eff <= d:
+        raise ValueError(f"d_eff must be in 1..d={d}, got {d_eff}")
     X = sample_x(batch, N, d, generator, x_dist=x_dist, dtype=dtype, device=device)
+    if d_eff is not None and d_eff < d:
+        X[..., d_eff:] = 0
     w = w_scale * rng.randn(batch, d, generator=generator, dtype=dtype, device=device)
     noise = rng.randn(batch, N, generator=generator, dtype=dtype, device=device)
     y = torch.einsum("bnd,bd->bn", X, w) + sigma * noise

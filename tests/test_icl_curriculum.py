@@ -1,0 +1,44 @@
+"""Garg et al.'s curriculum: the schedule, the reduced-dimension sampler, and train_icl passing it on."""
+
+import pytest
+import torch
+
+from nnapprox import icl
+
+
+def test_curriculum_schedule_grows_to_full_size():
+    c = icl.Curriculum(d=5, N=11, d_start=2, N_start=5, every=10)
+    assert c(0) == {"d_eff": 2, "N": 5}
+    assert c(9) == {"d_eff": 2, "N": 5}
+    assert c(10) == {"d_eff": 3, "N": 7}
+    assert c(30) == {"d_eff": 5, "N": 11}
+    assert c(10_000) == {"d_eff": 5, "N": 11}
+    assert c.n_stages == 3
+    with pytest.raises(ValueError):
+        icl.Curriculum(d=5, N=11, d_start=6, N_start=5, every=10)
+
+
+def test_d_eff_zeroes_trailing_coordinates_and_keeps_the_task_linear():
+    g = torch.Generator().manual_seed(0)
+    X, y, w = icl.linear_tasks(64, 7, 5, g, d_eff=2, dtype=torch.float64)
+    assert (X[..., 2:] == 0).all() and (X[..., :2] != 0).all()
+    torch.testing.assert_close(y, torch.einsum("bnd,bd->bn", X[..., :2], w[:, :2]), rtol=0, atol=1e-12)
+    # d_eff = d (or None) draws exactly the same prompts
+    a = icl.linear_tasks(4, 3, 5, torch.Generator().manual_seed(1))
+    b = icl.linear_tasks(4, 3, 5, torch.Generator().manual_seed(1), d_eff=5)
+    assert all(torch.equal(u, v) for u, v in zip(a, b))
+    with pytest.raises(ValueError, match="d_eff"):
+        icl.linear_tasks(2, 2, 3, g, d_eff=4)
+
+
+def test_train_icl_passes_the_curriculum_to_the_sampler():
+    seen = []
+
+    def sample(batch, g, d_eff, N):
+        seen.append((d_eff, N))
+        return icl.linear_tasks(batch, N, 3, g, d_eff=d_eff)[:2]
+
+    model = icl.GPT(icl.GPTConfig(d=3, n_layer=1, n_embd=8, n_head=2, n_positions=14))
+    icl.train_icl(model, sample, n_steps=6, batch=4, lr=1e-3, generator=torch.Generator().manual_seed(0),
+                  curriculum=icl.Curriculum(d=3, N=7, d_start=1, N_start=3, every=2))
+    assert seen == [(1, 3), (1, 3), (2, 5), (2, 5), (3, 7), (3, 7)]
