@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -158,14 +159,25 @@ def run_chapter(
            "PYTHONWARNINGS": os.environ.get("PYTHONWARNINGS", "ignore::DeprecationWarning")}
     limit = timeout if timeout is not None else 2 * result.budget
     start = time.perf_counter()
+    # papermill runs in its own process group, so that a timeout (or Ctrl-C) also stops its
+    # kernel: killing papermill alone would leave the kernel computing in the background.
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
     try:
-        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=limit)
+        _, stderr = proc.communicate(timeout=limit)
         result.wall_seconds = time.perf_counter() - start
         if proc.returncode != 0:
-            result.error = _papermill_error(proc.stderr, out_nb)
+            result.error = _papermill_error(stderr, out_nb)
     except subprocess.TimeoutExpired:
         result.wall_seconds = time.perf_counter() - start
         result.error = f"timed out after {limit:.0f} s (budget {result.budget:.0f} s)"
+    finally:
+        if proc.poll() is None or result.error:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.communicate()
     result.executed = str(out_nb) if out_nb.exists() else ""
     if out_nb.exists():
         cells = json.loads(out_nb.read_text()).get("cells", [])
