@@ -113,3 +113,30 @@ def ball_error_rate(
     rho = rho_lo + (R - rho_lo) * rng.rand(n, 1, generator=generator, dtype=torch.float64)  # (n, 1), all <= R: inside
     out = relu_net(ball_indicator_weights(d, k, R, delta), rho * u)[:, 0]
     return float((out <= 0.5).double().mean()) * (R - rho_lo) / (2 * spread)
+
+
+def balanced_ball_radius(d: int) -> float:
+    r"""The radius :math:`R` with :math:`P[\|x\| \le R] = \tfrac12` for :math:`x \sim \mathcal N(0, I_d/d)`.
+
+    :math:`d\|x\|^2 \sim \chi^2_d`, so :math:`R^2` is the median of :math:`\chi^2_d` over
+    :math:`d` (close to :math:`1 - \tfrac{2}{3d}`): the ball indicator is then a balanced
+    label, and predicting the constant :math:`\tfrac12` has mean squared error :math:`\tfrac14`.
+    """
+    from scipy.special import gammaincinv
+
+    if d < 1:
+        raise ValueError(f"d must be >= 1, got {d}")
+    return float(2 * gammaincinv(d / 2, 0.5) / d) ** 0.5
+
+
+def gaussian_ball_data(
+    n: int, d: int, R: float, generator: torch.Generator, *, dtype: torch.dtype = torch.float32,
+    device: torch.device | str | None = None,
+) -> tuple[Float[Tensor, "n d"], Float[Tensor, "n 1"]]:
+    r"""Fresh samples :math:`x \sim \mathcal N(0, I_d/d)` with labels :math:`y = \mathbb 1[\|x\| \le R]`.
+
+    The training distribution of the trained depth comparison (section "Radial
+    functions"; the experiment of ``safran2017depth``, Sec. 6, with a Gaussian input law).
+    """
+    x = rng.randn(n, d, generator=generator, dtype=dtype, device=device) / d**0.5
+    return x, ball_indicator(x, R)
