@@ -9,7 +9,7 @@ from nnapprox.diffusion import (
     MLPDenoiser, UnrolledVIResNet, dense_forward, energy, exact_second_moment, glauber, glauber_trace,
     init_weights, knots, mf_trajectory, mlp_width_for, naive_mean_field, noise, operator_norm,
     posterior_mean, probabilities, relu_tanh, relu_tanh_sup_error_bound, relu_tanh_weights,
-    reverse_sde, sample_exact, sk_coupling, state_index, tap, train_denoiser, tv_distance,
+    as_denoiser, posterior_mean_error, reverse_sde, sample_exact, sk_coupling, state_index, tap, train_denoiser, tv_distance,
     unrolled_vi_weights, vi_free_energy, field,
 )
 
@@ -174,6 +174,29 @@ def test_denoiser_training_reduces_the_loss():
     assert sum(losses[-20:]) / 20 < sum(losses[:20]) / 20
     mlp = MLPDenoiser(6, mlp_width_for(6, net.n_parameters()), generator=g)
     assert abs(mlp.n_parameters() - net.n_parameters()) / net.n_parameters() < 0.15
+
+
+def test_early_stopping_keeps_the_best_held_out_weights():
+    """A learning rate that wrecks the network: without x_val the final weights are worse than the
+    initial ones; with x_val the weights kept are at least as good as the initial ones (evaluated at step 0)."""
+    g = _gen(9)
+    A = sk_coupling(6, 0.6, g)
+    x = sample_exact(A, 200, g)
+    init = init_weights(6, 3, 8, generator=g)
+
+    def error_after(x_val):
+        net = UnrolledVIResNet(6, 3, 8)
+        net.load_state_dict(init)
+        train_denoiser(net, x[40:], 60, _gen(10), batch_size=64, lr=50.0, x_val=x_val, eval_every=5)
+        return posterior_mean_error(as_denoiser(net), A, 0.5, 4000, _gen(11))
+
+    start = UnrolledVIResNet(6, 3, 8)
+    start.load_state_dict(init)
+    e0 = posterior_mean_error(as_denoiser(start), A, 0.5, 4000, _gen(11))
+    assert error_after(None) > 1.5 * e0  # the wrecking learning rate does wreck
+    assert error_after(x[:40]) <= e0 * (1 + 1e-9)  # same test draws: exactly comparable
+    with pytest.raises(ValueError, match="x_val"):
+        train_denoiser(start, x, 5, g, x_val=x[:0])
 
 
 def test_bad_iteration_parameters_raise():
