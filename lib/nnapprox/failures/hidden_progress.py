@@ -27,38 +27,41 @@ from jaxtyping import Float, Int
 from torch import Tensor
 
 
-def _column_movement(W: Float[Tensor, "E m d_max"], W0: Float[Tensor, "E m d_max"]) -> Float[Tensor, "E d_max"]:
-    return (W - W0).norm(dim=1).cpu().double()  # (E, d_max): mu_j, one per input coordinate
+def _split_movement(
+    W: Float[Tensor, "E m d_max"], W0: Float[Tensor, "E m d_max"], masks: Int[Tensor, "E d_max"], ds: list[int]
+) -> list[tuple[Tensor, Tensor]]:
+    """Per member: the movements :math:`\mu_j` of the relevant columns and of the others (first ``d`` inputs only)."""
+    mu = (W - W0).norm(dim=1).cpu().double()  # (E, d_max): mu_j, one per input coordinate
+    split = []
+    for e, d in enumerate(ds):
+        m = masks[e, :d].bool().cpu()
+        split.append((mu[e, :d][m], mu[e, :d][~m]))
+    return split
+
+
+_NAN = float("nan")
 
 
 def movement_ratio(
     W: Float[Tensor, "E m d_max"], W0: Float[Tensor, "E m d_max"], masks: Int[Tensor, "E d_max"], ds: list[int]
 ) -> Float[Tensor, " E"]:
     r""":math:`\bar\mu_S / \bar\mu_{\bar S}`: mean movement of the relevant first-layer columns over that of the others (NaN at :math:`t = 0` or if :math:`S = [d]`)."""
-    mu = _column_movement(W, W0)
-    out = []
-    for e, d in enumerate(ds):
-        m = masks[e, :d].bool().cpu()
-        ok = bool((~m).any()) and float(mu[e, :d][~m].mean()) > 0
-        out.append(mu[e, :d][m].mean() / mu[e, :d][~m].mean() if ok else torch.tensor(float("nan"), dtype=torch.float64))
-    return torch.stack(out)
+    return torch.tensor([float(rel.mean() / other.mean()) if len(other) and float(other.mean()) > 0 else _NAN
+                         for rel, other in _split_movement(W, W0, masks, ds)], dtype=torch.float64)
 
 
 def movement_zscore(
     W: Float[Tensor, "E m d_max"], W0: Float[Tensor, "E m d_max"], masks: Int[Tensor, "E d_max"], ds: list[int]
 ) -> Float[Tensor, " E"]:
     r"""Two-sample :math:`z` of the relevant columns' movement against the irrelevant ones (module docstring); NaN where undefined."""
-    mu = _column_movement(W, W0)
     out = []
-    for e, d in enumerate(ds):
-        m = masks[e, :d].bool().cpu()
-        k, rest = int(m.sum()), int((~m).sum())
-        if k < 1 or rest < 2 or float(mu[e, :d][~m].std()) == 0.0:
-            out.append(torch.tensor(float("nan"), dtype=torch.float64))
+    for rel, other in _split_movement(W, W0, masks, ds):
+        if len(rel) < 1 or len(other) < 2 or float(other.std()) == 0.0:
+            out.append(_NAN)
             continue
-        se = mu[e, :d][~m].std() * (1.0 / k + 1.0 / rest) ** 0.5
-        out.append((mu[e, :d][m].mean() - mu[e, :d][~m].mean()) / se)
-    return torch.stack(out)
+        se = other.std() * (1.0 / len(rel) + 1.0 / len(other)) ** 0.5
+        out.append(float((rel.mean() - other.mean()) / se))
+    return torch.tensor(out, dtype=torch.float64)
 
 
 def fourier_coefficient(p: Float[Tensor, "E n"], chi: Float[Tensor, "E n"]) -> Float[Tensor, " E"]:

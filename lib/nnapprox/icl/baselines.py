@@ -27,6 +27,8 @@ from jaxtyping import Float
 from torch import Tensor
 from nnapprox import rng
 
+from .tasks import relu_net
+
 Estimator = Callable[[Tensor, Tensor, Tensor], Tensor]
 
 
@@ -214,7 +216,7 @@ def relu_net_fit(
     a = (rng.randn(b, K, generator=generator, dtype=X.dtype, device=X.device) * (2 / K) ** 0.5).requires_grad_(True)
 
     def net(Z: Tensor) -> Tensor:
-        return torch.einsum("bnk,bk->bn", torch.relu(torch.einsum("bkd,bnd->bnk", V, Z)), a)
+        return relu_net(Z, a, V)
 
     opt = torch.optim.Adam([a, V], lr=lr)
     with torch.enable_grad():

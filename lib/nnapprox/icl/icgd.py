@@ -45,6 +45,7 @@ from jaxtyping import Float
 from torch import Tensor
 
 from .relu_attention import Layer
+from .tasks import relu_net
 
 
 def icgd_layout(d: int, K: int, n: int) -> dict[str, int | slice]:
@@ -218,11 +219,6 @@ def icgd_readout_layers(d: int, K: int, n: int, B: float = 1e3, dtype: torch.dty
     r"""Layers 1-2 of a step (the forward pass): the query's ``r`` slot then holds :math:`f(w, x_{n+1})`."""
     l1, l2 = icgd_step_layers(d, K, n, 1.0, 1.0, 1.0, B, dtype)[:2]
     return [l1, l2]
-
-
-def relu_net(X: Float[Tensor, "batch n d"], a: Float[Tensor, "batch K"], V: Float[Tensor, "batch K d"]) -> Float[Tensor, "batch n"]:
-    r"""The two-layer network :math:`f(w, x) = \sum_k a_k \sigma(v_k^\top x)` on every example."""
-    return torch.einsum("bnk,bk->bn", torch.relu(torch.einsum("bkd,bnd->bnk", V, X)), a)
 
 
 def projected_gd_reference(

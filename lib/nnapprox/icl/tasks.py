@@ -119,6 +119,11 @@ def logistic_tasks(
     return X, y, w
 
 
+def relu_net(X: Float[Tensor, "batch n d"], a: Float[Tensor, "batch K"], V: Float[Tensor, "batch K d"]) -> Float[Tensor, "batch n"]:
+    r"""The two-layer network :math:`f(w, x) = \sum_k a_k \sigma(v_k^\top x)` on every example, one network per prompt."""
+    return torch.einsum("bnk,bk->bn", torch.relu(torch.einsum("bkd,bnd->bnk", V, X)), a)
+
+
 def relu_teacher_tasks(
     batch: int, N: int, d: int, generator: torch.Generator, *, width: int = 8,
     dtype: torch.dtype = torch.float32, device: torch.device | str = "cpu",
@@ -132,8 +137,7 @@ def relu_teacher_tasks(
     X = sample_x(batch, N, d, generator, dtype=dtype, device=device)
     V = rng.randn(batch, width, d, generator=generator, dtype=dtype, device=device) / math.sqrt(d)
     a = rng.randn(batch, width, generator=generator, dtype=dtype, device=device) * math.sqrt(2.0 / width)
-    y = torch.einsum("bnk,bk->bn", torch.relu(torch.einsum("bkd,bnd->bnk", V, X)), a)
-    return X, y, V, a
+    return X, relu_net(X, a, V), V, a
 
 
 def task_pool(M: int, d: int, generator: torch.Generator, *, w_scale: float = 1.0,
