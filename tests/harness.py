@@ -5,6 +5,7 @@ Used by ``tests/test_chapters.py`` (one test per notebook in ``_toc.yml``) and b
 
     python tests/harness.py                       # every chapter, quick profile, CPU
     python tests/harness.py intro --profile full --device cuda
+    python tests/harness.py icl --profile full --set gpt_steps=30 --set relu_steps=60   # smoke run
 
 Each chapter (a MyST-Markdown notebook) is converted to ``.ipynb`` with jupytext, executed
 by papermill in a fresh kernel with the parameters ``profile``, ``device`` and ``seed``,
@@ -37,6 +38,7 @@ BUILD = ROOT / "_build"
 EXECUTED = BUILD / "executed"
 REPORTS = BUILD / "reports"
 CLAIMS = REPORTS / "claims"
+SMOKE = BUILD / "smoke"  # runs with changed settings (--set): kept apart from the book's records
 QUICK_BUDGET_S = 150.0  # per chapter, quick profile, 2-core CPU (DEVELOPERS.md)
 FULL_BUDGET_S = 600.0  # per chapter, full profile, one H100
 
@@ -55,6 +57,7 @@ class ChapterResult:
     error: str = ""
     failed_claims: list[str] = field(default_factory=list)
     figures: int = 0
+    changed: dict = field(default_factory=dict)
     primed: bool = False
     executed: str = ""
 
@@ -120,10 +123,16 @@ def run_chapter(
     seed: int = 0,
     timeout: float | None = None,
     parameters: dict | None = None,
+    settings: dict | None = None,
     work_dir: Path | None = None,
     prime_book_cache: bool = True,
 ) -> ChapterResult:
     """Execute one chapter in a fresh kernel and read back its claims record.
+
+    ``settings`` replaces settings of the chosen profile (through ``NNAPPROX_SETTINGS``, see
+    :mod:`nnapprox.runtime`): a smoke run, e.g. the full profile with its step counts cut to
+    exercise its code paths on a CPU. It never primes the book's cache, and the command line
+    puts its notebook and claims record in ``_build/smoke`` instead of the book's reports.
 
     Executed notebooks go to ``_build/executed`` and claims to ``_build/reports/claims``,
     or both to ``work_dir`` when given (tests of failure modes use a temporary one so the
@@ -132,7 +141,7 @@ def run_chapter(
     import jupytext
 
     stem = path.stem
-    result = ChapterResult(stem, str(path.relative_to(ROOT)), profile, device, seed)
+    result = ChapterResult(stem, str(path.relative_to(ROOT)), profile, device, seed, changed=dict(settings or {}))
     executed = Path(work_dir) if work_dir else EXECUTED
     claims_dir = Path(work_dir) if work_dir else CLAIMS
     executed.mkdir(parents=True, exist_ok=True)
@@ -157,6 +166,9 @@ def run_chapter(
     env = {**os.environ, "NNAPPROX_CLAIMS_DIR": str(claims_dir), "NNAPPROX_STATIC": "1",
            "MPLBACKEND": "module://matplotlib_inline.backend_inline",  # figures into the notebook
            "PYTHONWARNINGS": os.environ.get("PYTHONWARNINGS", "ignore::DeprecationWarning")}
+    env.pop("NNAPPROX_SETTINGS", None)
+    if settings:
+        env["NNAPPROX_SETTINGS"] = json.dumps(settings)
     limit = timeout if timeout is not None else 2 * result.budget
     start = time.perf_counter()
     # papermill runs in its own process group, so that a timeout (or Ctrl-C) also stops its
@@ -196,7 +208,7 @@ def run_chapter(
     if not result.error and result.failed_claims:
         result.error = "failed claims: " + "; ".join(result.failed_claims)
     result.ok = not result.error
-    if result.ok and prime_book_cache and work_dir is None and not parameters:
+    if result.ok and prime_book_cache and work_dir is None and not parameters and not settings:
         result.primed = prime_cache(path, out_nb, profile=profile, device=device, seed=seed,
                                     seconds=result.wall_seconds)
     return result
@@ -304,7 +316,9 @@ def write_reports(results: list[ChapterResult]) -> None:
     for r in rows:
         over = " (over budget)" if r["wall_seconds"] > r["budget_seconds"] else ""
         status = "ok" if r["ok"] else "FAILED: " + r["error"].splitlines()[0][:120].replace("|", "/")
-        lines.append(f"| {r['chapter']} | {r['profile']} | {r['device']} | {r['seed']} | "
+        profile = r["profile"] + (" (changed: " + ", ".join(f"{k}={v}" for k, v in r.get("changed", {}).items()) + ")"
+                                  if r.get("changed") else "")
+        lines.append(f"| {r['chapter']} | {profile} | {r['device']} | {r['seed']} | "
                      f"{r['wall_seconds']:.1f}{over} | {r['budget_seconds']:.0f} | "
                      f"{r['claims_passed']}/{r['claims_total']} | {status} |")
     (REPORTS / "chapters.md").write_text("\n".join(lines) + "\n")
@@ -312,8 +326,9 @@ def write_reports(results: list[ChapterResult]) -> None:
 
 def progress_line(r: ChapterResult) -> str:
     status = "ok" if r.ok else "FAILED"
+    changed = "".join(f", {k}={v}" for k, v in r.changed.items())
     return (f"{r.chapter:<12} {r.wall_seconds:7.1f} s   claims {r.claims_passed}/{r.claims_total}   "
-            f"[{r.profile}, {r.device}, seed {r.seed}]   {status}")
+            f"[{r.profile}{changed}, {r.device}, seed {r.seed}]   {status}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -323,17 +338,33 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default="cpu", help="auto, cpu, cuda or mps (default cpu)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--timeout", type=float, default=None, help="seconds per chapter (default: 2x budget)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="replace one setting of the profile (VALUE read as JSON, else as a string); "
+                             "repeatable; a smoke run, e.g. --profile full --set n_steps=50")
     args = parser.parse_args(argv)
+    settings = {}
+    for item in args.set:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            parser.error(f"--set takes KEY=VALUE, got {item!r}")
+        try:
+            settings[key] = json.loads(value)
+        except json.JSONDecodeError:
+            settings[key] = value
     paths = [find_chapter(n) for n in args.names] if args.names else toc_notebooks()
     results = []
     for path in paths:
-        r = run_chapter(path, profile=args.profile, device=args.device, seed=args.seed, timeout=args.timeout)
+        r = run_chapter(path, profile=args.profile, device=args.device, seed=args.seed, timeout=args.timeout,
+                        settings=settings or None, work_dir=SMOKE if settings else None)
         print(progress_line(r), flush=True)
         if r.error:
             print("    " + r.error.replace("\n", "\n    "), flush=True)
         results.append(r)
-    write_reports(results)
-    print(f"reports: {REPORTS / 'chapters.md'}; executed notebooks: {EXECUTED}")
+    if settings:  # smoke runs stay out of the book's reports and claims records
+        print(f"smoke run: executed notebooks and claims records in {SMOKE}")
+    else:
+        write_reports(results)
+        print(f"reports: {REPORTS / 'chapters.md'}; executed notebooks: {EXECUTED}")
     return 0 if all(r.ok for r in results) else 1
 
 

@@ -93,3 +93,23 @@ def test_generator_defaults_to_cpu_and_rng_moves_draws():
     assert rng.multinomial(torch.ones(3), 4, replacement=True, generator=g).shape == (4,)
     u = rng.uniform_like(torch.empty(2, 2), -1.0, 1.0, g)
     assert u.shape == (2, 2) and bool((u.abs() <= 1).all())
+
+
+def test_settings_changed_through_the_environment_are_validated_and_named(monkeypatch, tmp_path):
+    monkeypatch.setenv("NNAPPROX_SETTINGS", '{"n": 2, "sizes": [1, 2]}')
+    run = nnapprox.setup("t", "full", "cpu", 0, quick={**QUICK, "sizes": (4, 8)}, full={**FULL, "sizes": (40, 80)})
+    assert run.n == 2 and run.width == 256 and run.sizes == (1, 2)  # a JSON list replaces a tuple as a tuple
+    assert run.profile == "full" and run.profile_label() == "full (changed: n=2, sizes=(1, 2))"
+    monkeypatch.setenv("NNAPPROX_CLAIMS_DIR", str(tmp_path))
+    run.claims.check("x", value=1.0, op="<=", threshold=2.0, source="test")
+    run.report()
+    assert '"profile": "full (changed: n=2' in (tmp_path / "t.json").read_text()
+    monkeypatch.setenv("NNAPPROX_SETTINGS", '{"depth": 3}')
+    with pytest.raises(ValueError, match=r"unknown setting\(s\) 'depth' in NNAPPROX_SETTINGS.*valid settings are n, width"):
+        nnapprox.setup("t", "quick", "cpu", 0, quick=QUICK, full=FULL)
+    for bad in ("n=3", "[1, 2]"):
+        monkeypatch.setenv("NNAPPROX_SETTINGS", bad)
+        with pytest.raises(ValueError, match="must be a JSON object"):
+            nnapprox.setup("t", "quick", "cpu", 0, quick=QUICK, full=FULL)
+    monkeypatch.setenv("NNAPPROX_SETTINGS", "")
+    assert nnapprox.setup("t", "quick", "cpu", 0, quick=QUICK, full=FULL).changed == {}

@@ -12,10 +12,19 @@ Profiles
 ``auto``   ``full`` when CUDA is available, otherwise ``quick``; the environment variable
            ``NNAPPROX_PROFILE`` (``quick`` or ``full``) overrides that choice for a whole
            book build.
+
+Changed settings
+----------------
+The environment variable ``NNAPPROX_SETTINGS`` (a JSON object, e.g. ``{"gpt_steps": 30}``;
+``tests/harness.py --set gpt_steps=30`` writes it) replaces settings of the chosen profile.
+Its use is a *smoke run*: the full profile's code paths with step counts cut, on a CPU. The
+claims record then names the changed settings next to the profile, so such a run is never
+mistaken for the profile itself.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import time
@@ -28,6 +37,7 @@ import torch
 from .claims import Claims
 
 PROFILES = ("auto", "quick", "full")
+SETTINGS_ENV = "NNAPPROX_SETTINGS"
 DEVICES = ("auto", "cpu", "cuda", "mps")
 
 
@@ -92,6 +102,7 @@ class Run:
     seed: int
     settings: dict[str, Any]
     claims: Claims
+    changed: dict[str, Any] = field(default_factory=dict)
     started: float = field(default_factory=time.perf_counter)
 
     def __getattr__(self, name: str) -> Any:
@@ -127,15 +138,21 @@ class Run:
     def __repr__(self) -> str:  # short, for the notebook
         items = ", ".join(f"{k}={v!r}" for k, v in self.settings.items())
         return (
-            f"Run(chapter={self.chapter!r}, profile={self.profile!r}, device={str(self.device)!r}, "
+            f"Run(chapter={self.chapter!r}, profile={self.profile_label()!r}, device={str(self.device)!r}, "
             f"seed={self.seed}, {items})"
         )
+
+    def profile_label(self) -> str:
+        """The profile's name, followed by the settings changed through ``NNAPPROX_SETTINGS`` if any."""
+        if not self.changed:
+            return self.profile
+        return f"{self.profile} (changed: {', '.join(f'{k}={v!r}' for k, v in self.changed.items())})"
 
     def report(self) -> None:
         """Show the claims table, write the JSON record, raise if any claim failed."""
         self.claims.report(
             chapter=self.chapter,
-            profile=self.profile,
+            profile=self.profile_label(),
             device=str(self.device),
             seed=self.seed,
             seconds=self.elapsed(),
@@ -186,6 +203,8 @@ def setup(
             )
         if value is not None:
             settings[key] = value
+    changed = _env_settings(chapter, settings)
+    settings.update(changed)
 
     torch.manual_seed(seed)
     np.random.seed(seed % 2**32)
@@ -197,7 +216,29 @@ def setup(
         seed=seed,
         settings=settings,
         claims=Claims(),
+        changed=changed,
     )
+
+
+def _env_settings(chapter: str, settings: Mapping[str, Any]) -> dict[str, Any]:
+    """Settings replaced through ``NNAPPROX_SETTINGS`` (a JSON object), validated against ``settings``."""
+    raw = os.environ.get(SETTINGS_ENV, "").strip()
+    if not raw:
+        return {}
+    try:
+        changed = json.loads(raw)
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{SETTINGS_ENV} must be a JSON object such as '{{\"n_steps\": 10}}', got {raw!r} ({err})") from None
+    if not isinstance(changed, dict):
+        raise ValueError(f"{SETTINGS_ENV} must be a JSON object such as '{{\"n_steps\": 10}}', got {raw!r}")
+    unknown = sorted(set(changed) - set(settings))
+    if unknown:
+        raise ValueError(
+            f"unknown setting(s) {', '.join(map(repr, unknown))} in {SETTINGS_ENV} for chapter {chapter!r}: "
+            f"valid settings are {', '.join(sorted(settings))}"
+        )
+    # JSON has no tuples: a list replaces a tuple-valued setting as a tuple
+    return {k: tuple(v) if isinstance(v, list) and isinstance(settings[k], tuple) else v for k, v in changed.items()}
 
 
 def claims_dir() -> str | None:
