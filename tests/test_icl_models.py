@@ -79,3 +79,15 @@ def test_trained_lsa_layer_matches_one_gd_step():
         l_tf = float(((m.predict(X, y) - yq) ** 2).mean())
     l_gd = float(((bl.one_step_gd(Xc, yc, xq, eta) - yq) ** 2).mean())
     assert abs(l_tf / l_gd - 1) < 0.05 and math.isfinite(l_tf)
+
+
+def test_relu_transformer_default_init_is_finite_at_full_profile_size():
+    # un-normalised ReLU attention is cubic in the hidden state per layer: a too-large init overflows
+    # (the full profile's 6-layer, 64-wide encoder at init_scale=0.1 gave a loss of 1e31, then NaN)
+    g = torch.Generator().manual_seed(0)
+    X, y, _ = icl.linear_tasks(64, 11, 5, g, sigma=0.5, w_scale=5 ** -0.5)
+    with torch.no_grad():
+        ok = icl.ReLUTransformer(5, 64, 6, M=2, D_ff=128, generator=g).predict(X, y)
+        bad = icl.ReLUTransformer(5, 64, 6, M=2, D_ff=128, generator=g, init_scale=0.1).predict(X, y)
+    assert torch.isfinite(ok).all() and float((ok - y[:, -1]).pow(2).mean()) < 2 * float(y[:, -1].pow(2).mean())
+    assert not torch.isfinite(bad).all() or float(bad.abs().max()) > 1e3

@@ -14,7 +14,8 @@ which is how a causal transformer is evaluated (prediction of :math:`y_{k+1}` fr
   :math:`\frac1{2k}\|Xw - y\|^2 + \frac\lambda2 \|w\|^2`; with :math:`w\sim\mathcal N(0,
   s^2 I)` and noise :math:`\sigma`, the Bayes choice is :math:`\lambda = \sigma^2 / (k s^2)`;
 * Lasso by ISTA, logistic regression by gradient descent;
-* :math:`k`-nearest neighbours, averaging :math:`\hat w = \frac1k\sum_i y_i x_i`;
+* :math:`k`-nearest neighbours, averaging :math:`\hat w = \frac1k\sum_i y_i x_i` (and its
+  exact risk under any input covariance, :func:`averaging_risk`);
 * one gradient step from 0 with the step size that minimises the expected loss.
 """
 
@@ -116,6 +117,40 @@ def averaging(
 ) -> Float[Tensor, " batch"]:
     r"""Averaging :math:`\hat w = \frac1k \sum_i y_i x_i` (Garg et al.'s baseline; one GD step of size 1 from 0)."""
     w = torch.einsum("bkd,bk->bd", X, y) / X.shape[1]
+    return (w * x_query).sum(-1)
+
+
+def averaging_risk(Sigma: Float[Tensor, "d d"], k: int) -> float:
+    r"""Exact normalised risk of :func:`averaging` after :math:`k` examples, :math:`x\sim\mathcal N(0,\Sigma)`, :math:`w\sim\mathcal N(0,I_d)`.
+
+    With :math:`S = \frac1k\sum_i x_i x_i^\top` and Isserlis' theorem
+    :math:`\mathbb E[x x^\top x x^\top] = 2\Sigma^2 + \operatorname{tr}(\Sigma)\Sigma`,
+
+    .. math::
+        \frac{\mathbb E(\hat y - y)^2}{\mathbb E y^2}
+        = \frac{(1 + \tfrac1k)\operatorname{tr}\Sigma^3 + \tfrac1k\operatorname{tr}\Sigma\,\operatorname{tr}\Sigma^2
+                 - 2\operatorname{tr}\Sigma^2 + \operatorname{tr}\Sigma}{\operatorname{tr}\Sigma},
+
+    which is :math:`(d+1)/k` for :math:`\Sigma = I_d` and :math:`(c^2-1)^2 + c^4 (d+1)/k` for
+    :math:`\Sigma = c^2 I_d`.
+    """
+    if k < 1:
+        raise ValueError(f"k must be >= 1, got {k}")
+    S = Sigma.double()
+    t1, t2, t3 = torch.trace(S), torch.trace(S @ S), torch.trace(S @ S @ S)
+    return float(((1 + 1 / k) * t3 + t1 * t2 / k - 2 * t2 + t1) / t1)
+
+
+def logistic_regression(
+    X: Float[Tensor, "batch k d"], y: Float[Tensor, "batch k"], x_query: Float[Tensor, "batch d"],
+    eta: float = 2.0, n_steps: int = 200,
+) -> Float[Tensor, " batch"]:
+    r"""Score :math:`x_{\rm q}^\top \hat w` of logistic regression fitted by :func:`logistic_gd` (labels in :math:`\{0, 1\}`).
+
+    Predict class 1 where the score is positive. On separable prompts the iterates grow
+    without bound, but their direction, and with it the predicted class, settles.
+    """
+    w = logistic_gd(X, y, eta, n_steps)[-1]
     return (w * x_query).sum(-1)
 
 

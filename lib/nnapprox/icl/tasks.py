@@ -15,8 +15,14 @@ sampler                    task
 :func:`mixed_noise_tasks`  as above, the noise level :math:`\sigma` drawn per task from a list
 :func:`sparse_linear_tasks` :math:`w` with ``s`` non-zero Gaussian coordinates
 :func:`logistic_tasks`     :math:`y\in\{0,1\}`, :math:`P(y=1) = \mathrm{sigmoid}(w^\top x)`
+:func:`sign_tasks`         :math:`y = \mathrm{sign}(w^\top x) \in \{-1, 1\}` (linear classification)
+:func:`regression_or_classification_tasks`  per task, :func:`linear_tasks` or :func:`sign_tasks` at random
 :func:`relu_teacher_tasks` :math:`y = a^\top \mathrm{ReLU}(V x)`, a random 2-layer network
 =========================  ===============================================================
+
+Out-of-distribution prompts (Garg et al.'s probes): :func:`linear_tasks` takes ``x_scale``
+(inputs :math:`c\,x`) and ``x_sqrt_cov`` (inputs :math:`A x`, covariance :math:`A A^\top`, e.g.
+:func:`skewed_sqrt_cov`).
 """
 
 from __future__ import annotations
@@ -51,9 +57,29 @@ def sample_x(
     return 2 * rng.rand(batch, N, d, generator=generator, dtype=dtype, device=device) - 1
 
 
+def skewed_sqrt_cov(d: int, generator: torch.Generator, *, decay: float = 2.0,
+                    dtype: torch.dtype = torch.float32) -> Float[Tensor, "d d"]:
+    r"""A square root :math:`A = U \operatorname{diag}(\sqrt{\lambda})` of a skewed covariance :math:`\Sigma = A A^\top`.
+
+    Eigenvalues :math:`\lambda_i \propto i^{-\text{decay}}`, rescaled so that
+    :math:`\operatorname{tr}\Sigma = d` (the same mean :math:`\mathbb E\|x\|^2` as
+    :math:`\mathcal N(0, I_d)`), and a uniformly random orthonormal eigenbasis :math:`U` (QR of a
+    Gaussian matrix with the signs fixed).
+    """
+    _check(1, 1, d)
+    if decay < 0:
+        raise ValueError(f"decay must be >= 0, got {decay}")
+    lam = torch.arange(1, d + 1, dtype=torch.float64).pow(-decay)
+    lam = lam * d / lam.sum()
+    Q, R = torch.linalg.qr(rng.randn(d, d, generator=generator, dtype=torch.float64))
+    U = Q * torch.sign(torch.diagonal(R))
+    return (U * lam.sqrt()).to(dtype)
+
+
 def linear_tasks(
     batch: int, N: int, d: int, generator: torch.Generator, *, sigma: float = 0.0,
-    w_scale: float = 1.0, x_dist: str = "gaussian", d_eff: int | None = None, dtype: torch.dtype = torch.float32,
+    w_scale: float = 1.0, x_dist: str = "gaussian", d_eff: int | None = None, x_scale: float = 1.0,
+    x_sqrt_cov: Float[Tensor, "d d"] | None = None, dtype: torch.dtype = torch.float32,
     device: torch.device | str = "cpu",
 ) -> tuple[Float[Tensor, "batch N d"], Float[Tensor, "batch N"], Float[Tensor, "batch d"]]:
     r"""Noisy linear regression :math:`y_i = w^\top x_i + \sigma \varepsilon_i`, :math:`w \sim \mathcal N(0, w_{\rm scale}^2 I_d)`.
@@ -61,15 +87,24 @@ def linear_tasks(
     Garg et al. use ``w_scale=1`` and no noise; Bai et al. use ``w_scale = 1/sqrt(d)``.
     ``d_eff < d`` zeroes the input coordinates beyond the first ``d_eff`` (a ``d_eff``-dimensional
     problem in the same ``d``-dimensional tokens: Garg et al.'s curriculum, see :class:`Curriculum`).
+    ``x_scale`` = :math:`c` and ``x_sqrt_cov`` = :math:`A` shift the inputs to
+    :math:`x = c A z` (:math:`z` drawn as ``x_dist``): the distribution-shift probes.
     Returns ``(X, y, w)``.
     """
-    if sigma < 0 or w_scale <= 0:
-        raise ValueError(f"need sigma >= 0 and w_scale > 0, got sigma={sigma}, w_scale={w_scale}")
+    if sigma < 0 or w_scale <= 0 or x_scale <= 0:
+        raise ValueError(f"need sigma >= 0, w_scale > 0 and x_scale > 0, got sigma={sigma}, w_scale={w_scale}, "
+                         f"x_scale={x_scale}")
     if d_eff is not None and not 1 <= d_eff <= d:
         raise ValueError(f"d_eff must be in 1..d={d}, got {d_eff}")
+    if x_sqrt_cov is not None and tuple(x_sqrt_cov.shape) != (d, d):
+        raise ValueError(f"x_sqrt_cov must have shape ({d}, {d}), got {tuple(x_sqrt_cov.shape)}")
     X = sample_x(batch, N, d, generator, x_dist=x_dist, dtype=dtype, device=device)
     if d_eff is not None and d_eff < d:
         X[..., d_eff:] = 0
+    if x_sqrt_cov is not None:
+        X = X @ x_sqrt_cov.to(device=X.device, dtype=dtype).T
+    if x_scale != 1.0:
+        X = x_scale * X
     w = w_scale * rng.randn(batch, d, generator=generator, dtype=dtype, device=device)
     noise = rng.randn(batch, N, generator=generator, dtype=dtype, device=device)
     y = torch.einsum("bnd,bd->bn", X, w) + sigma * noise
@@ -117,6 +152,34 @@ def logistic_tasks(
     p = torch.sigmoid(torch.einsum("bnd,bd->bn", X, w))
     y = (rng.rand(batch, N, generator=generator, dtype=dtype, device=device) < p).to(dtype)
     return X, y, w
+
+
+def sign_tasks(
+    batch: int, N: int, d: int, generator: torch.Generator, *, w_scale: float = 1.0,
+    dtype: torch.dtype = torch.float32, device: torch.device | str = "cpu",
+) -> tuple[Float[Tensor, "batch N d"], Float[Tensor, "batch N"], Float[Tensor, "batch d"]]:
+    r"""Linear classification: labels :math:`y_i = \mathrm{sign}(w^\top x_i) \in \{-1, 1\}` (Bai et al.'s classification task)."""
+    X, y0, w = linear_tasks(batch, N, d, generator, w_scale=w_scale, dtype=dtype, device=device)
+    return X, torch.where(y0 >= 0, 1.0, -1.0).to(dtype), w
+
+
+def regression_or_classification_tasks(
+    batch: int, N: int, d: int, generator: torch.Generator, *, sigma: float = 0.1, w_scale: float = 1.0,
+    p_classification: float = 0.5, dtype: torch.dtype = torch.float32, device: torch.device | str = "cpu",
+) -> tuple[Float[Tensor, "batch N d"], Float[Tensor, "batch N"], Float[Tensor, "batch d"], Float[Tensor, " batch"]]:
+    r"""Per task, noisy linear regression (:func:`linear_tasks`, noise ``sigma``) or, with probability ``p_classification``, :func:`sign_tasks`.
+
+    The pretraining mixture of Bai et al.'s "pre-ICL testing" experiment: the model has to
+    tell from the labels which problem it is given. Returns ``(X, y, w, is_classification)``
+    (the last a 0/1 float per task).
+    """
+    if not 0 <= p_classification <= 1:
+        raise ValueError(f"p_classification must be in [0, 1], got {p_classification}")
+    X, y, w = linear_tasks(batch, N, d, generator, sigma=sigma, w_scale=w_scale, dtype=dtype, device=device)
+    is_cls = (rng.rand(batch, generator=generator, device=device) < p_classification).to(dtype)
+    y_cls = torch.where(torch.einsum("bnd,bd->bn", X, w) >= 0, 1.0, -1.0).to(dtype)
+    y = torch.where(is_cls[:, None] > 0, y_cls, y)
+    return X, y, w, is_cls
 
 
 def relu_net(X: Float[Tensor, "batch n d"], a: Float[Tensor, "batch K"], V: Float[Tensor, "batch K d"]) -> Float[Tensor, "batch n"]:
