@@ -160,7 +160,12 @@ def sign_tasks(
 ) -> tuple[Float[Tensor, "batch N d"], Float[Tensor, "batch N"], Float[Tensor, "batch d"]]:
     r"""Linear classification: labels :math:`y_i = \mathrm{sign}(w^\top x_i) \in \{-1, 1\}` (Bai et al.'s classification task)."""
     X, y0, w = linear_tasks(batch, N, d, generator, w_scale=w_scale, dtype=dtype, device=device)
-    return X, torch.where(y0 >= 0, 1.0, -1.0).to(dtype), w
+    return X, _sign(y0), w
+
+
+def _sign(z: Tensor) -> Tensor:
+    """Labels in {-1, 1}: sign with sign(0) = 1."""
+    return torch.where(z >= 0, 1.0, -1.0).to(z.dtype)
 
 
 def regression_or_classification_tasks(
@@ -177,8 +182,7 @@ def regression_or_classification_tasks(
         raise ValueError(f"p_classification must be in [0, 1], got {p_classification}")
     X, y, w = linear_tasks(batch, N, d, generator, sigma=sigma, w_scale=w_scale, dtype=dtype, device=device)
     is_cls = (rng.rand(batch, generator=generator, device=device) < p_classification).to(dtype)
-    y_cls = torch.where(torch.einsum("bnd,bd->bn", X, w) >= 0, 1.0, -1.0).to(dtype)
-    y = torch.where(is_cls[:, None] > 0, y_cls, y)
+    y = torch.where(is_cls[:, None] > 0, _sign(torch.einsum("bnd,bd->bn", X, w)), y)
     return X, y, w, is_cls
 
 
