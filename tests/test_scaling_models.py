@@ -61,6 +61,8 @@ def test_batched_sweep_equals_loop_fp64():
     b = train_sweep_loop(c.train, c.test, widths, D, torch.Generator().manual_seed(0), **kw)
     torch.testing.assert_close(a["curves"], b["curves"], rtol=0, atol=1e-12)
     assert torch.equal(a["N"], b["N"])
+    chunked = train_sweep(c.train, c.test, widths, D, torch.Generator().manual_seed(0), eval_chunk=10, **kw)
+    torch.testing.assert_close(chunked["curves"], a["curves"], rtol=0, atol=1e-12)  # 64 contexts in chunks of 10
 
 
 def test_sweep_rejects_mismatched_sizes():

@@ -117,16 +117,23 @@ def train_sweep(
     d_emb: int = 16,
     eval_every: int = 100,
     n_eval: int = 4096,
+    eval_chunk: int = 8192,
     device: torch.device | str = "cpu",
     dtype: torch.dtype = torch.float32,
 ) -> dict[str, Tensor]:
     """Train all models of the sweep at once; return ``N``, ``best`` and ``final`` test losses and the ``curves``.
+
+    The test loss is computed ``eval_chunk`` contexts at a time: the full profile's 40 models of
+    width up to 2048 on 65,536 test contexts would otherwise hold 21 GB of hidden activations
+    at once (a CPU smoke run of the full profile was killed for memory there).
 
     ``curves`` has shape ``(n_evals, M)`` (test loss in nats per byte at steps
     ``eval_every, 2 eval_every, ...``). Random draws (initialisation, batches, test
     positions) come from ``generator`` in a fixed order shared with :func:`train_sweep_loop`.
     """
     _check(widths, D, train, eval_every)
+    if eval_chunk < 1:
+        raise ValueError(f"eval_chunk must be a positive number of test contexts, got {eval_chunk}")
     params, mask = init_sweep(widths, context, d_emb, generator, dtype)
     positions = sample_positions(D, n_steps, batch, context, generator)
     test_pos = rng.randint(0, len(test) - context, (n_eval,), generator=generator)
@@ -148,11 +155,14 @@ def train_sweep(
         opt.step()
         opt.zero_grad(set_to_none=True)
         if (step + 1) % eval_every == 0:
-            with torch.no_grad():
-                logits = sweep_logits(params, mask, x_test)
-                ce = torch.nn.functional.cross_entropy(
-                    logits.reshape(-1, VOCAB), y_test.repeat(M), reduction="none").view(M, -1).mean(dim=1)
-            curves.append(ce.double().cpu())
+            with torch.no_grad():  # test loss in chunks of contexts: (M, chunk, width) activations, not (M, n_eval, width)
+                ce = torch.zeros(M, dtype=torch.float64, device=device)
+                for s in range(0, n_eval, eval_chunk):
+                    logits = sweep_logits(params, mask, x_test[:, s:s + eval_chunk])
+                    y_s = y_test[s:s + eval_chunk]
+                    ce += torch.nn.functional.cross_entropy(
+                        logits.reshape(-1, VOCAB), y_s.repeat(M), reduction="none").view(M, -1).double().sum(dim=1)
+            curves.append((ce / n_eval).cpu())
     curves_t = torch.stack(curves)
     N = torch.tensor([non_embedding_params(w, context, d_emb) for w in widths], dtype=torch.float64)
     return {"N": N, "D": torch.tensor(D, dtype=torch.float64), "best": curves_t.min(dim=0).values,
