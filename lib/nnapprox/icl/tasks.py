@@ -148,8 +148,8 @@ def logistic_tasks(
     dtype: torch.dtype = torch.float32, device: torch.device | str = "cpu",
 ) -> tuple[Float[Tensor, "batch N d"], Float[Tensor, "batch N"], Float[Tensor, "batch d"]]:
     r"""Binary labels :math:`y_i \in \{0, 1\}` with :math:`P(y_i = 1 \mid x_i) = \mathrm{sigmoid}(w^\top x_i)`."""
-    X, _, w = linear_tasks(batch, N, d, generator, w_scale=w_scale, dtype=dtype, device=device)
-    p = torch.sigmoid(torch.einsum("bnd,bd->bn", X, w))
+    X, y0, w = linear_tasks(batch, N, d, generator, w_scale=w_scale, dtype=dtype, device=device)
+    p = torch.sigmoid(y0)  # y0 = w^T x_i (no noise)
     y = (rng.rand(batch, N, generator=generator, dtype=dtype, device=device) < p).to(dtype)
     return X, y, w
 
