@@ -29,6 +29,7 @@ import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 
 import yaml
@@ -60,6 +61,7 @@ class ChapterResult:
     changed: dict = field(default_factory=dict)
     primed: bool = False
     executed: str = ""
+    slowest_cells: list[dict] = field(default_factory=list)
 
     @property
     def budget(self) -> float:
@@ -150,6 +152,7 @@ def run_chapter(
     out_nb = executed / f"{stem}.ipynb"
     record_path = claims_dir / f"{stem}.json"
     record_path.unlink(missing_ok=True)
+    out_nb.unlink(missing_ok=True)  # figures and cell times must come from this run only
 
     notebook = jupytext.read(path)
     if not any("parameters" in c.metadata.get("tags", []) for c in notebook.cells if c.cell_type == "code"):
@@ -194,6 +197,7 @@ def run_chapter(
     if out_nb.exists():
         cells = json.loads(out_nb.read_text()).get("cells", [])
         result.figures = sum("image/png" in o.get("data", {}) for c in cells for o in c.get("outputs", []))
+        result.slowest_cells = cell_timings(cells)[:SLOWEST_CELLS]
 
     if record_path.exists():
         record = json.loads(record_path.read_text())
@@ -286,6 +290,43 @@ def prime_cache(path: Path, executed: Path, *, profile: str, device: str, seed: 
     return True
 
 
+SLOWEST_CELLS = 5
+
+
+def cell_timings(cells: list[dict], now: datetime | None = None) -> list[dict]:
+    """Seconds per code cell of an executed notebook, slowest first, from papermill's metadata.
+
+    Papermill saves the notebook when each cell starts and ends, so even after a timeout
+    the notebook says which cell was running and since when: that cell is reported with
+    ``"running": True`` and its time up to ``now`` (default: the current time). Each entry:
+    ``cell`` (index in the notebook), ``section`` (the last Markdown heading above it),
+    ``seconds``, ``running``. This is what tells a GPU run over its budget where to cut.
+    """
+    now = now or datetime.now(timezone.utc)
+    section, rows = "(before the first heading)", []
+    for index, cell in enumerate(cells):
+        source = "".join(cell.get("source", ""))
+        if cell.get("cell_type") == "markdown":
+            headings = [line.lstrip("#").strip() for line in source.splitlines() if line.startswith("#")]
+            section = headings[-1] if headings else section
+            continue
+        meta = cell.get("metadata", {}).get("papermill", {})
+        if meta.get("duration") is not None:
+            rows.append({"cell": index, "section": section, "seconds": float(meta["duration"]), "running": False})
+        elif meta.get("status") == "running" and meta.get("start_time"):
+            started = datetime.fromisoformat(meta["start_time"].replace("Z", "+00:00"))
+            if started.tzinfo is None:
+                started = started.replace(tzinfo=timezone.utc)
+            rows.append({"cell": index, "section": section, "seconds": (now - started).total_seconds(), "running": True})
+    return sorted(rows, key=lambda r: -r["seconds"])
+
+
+def format_cells(rows: list[dict], limit: int = 3) -> str:
+    """``"§ 7. Radial functions (cell 31) 210 s; ..."`` for reports; a running cell says so."""
+    return "; ".join(f"{r['section'][:40]} (cell {r['cell']}{', still running' if r['running'] else ''}) "
+                     f"{r['seconds']:.0f} s" for r in rows[:limit])
+
+
 def _papermill_error(stderr: str, out_nb: Path) -> str:
     """The chapter's exception, read from the executed notebook if papermill got that far."""
     if out_nb.exists():
@@ -311,8 +352,8 @@ def write_reports(results: list[ChapterResult]) -> None:
     order = [p.stem for p in toc_notebooks()]
     rows = sorted(merged.values(), key=lambda r: order.index(r["chapter"]) if r["chapter"] in order else 99)
     path.write_text(json.dumps(rows, indent=1) + "\n")
-    lines = ["| chapter | profile | device | seed | seconds | budget | claims passed | status |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = ["| chapter | profile | device | seed | seconds | budget | claims passed | status | slowest cells |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         over = " (over budget)" if r["wall_seconds"] > r["budget_seconds"] else ""
         status = "ok" if r["ok"] else "FAILED: " + r["error"].splitlines()[0][:120].replace("|", "/")
@@ -320,7 +361,8 @@ def write_reports(results: list[ChapterResult]) -> None:
                                   if r.get("changed") else "")
         lines.append(f"| {r['chapter']} | {profile} | {r['device']} | {r['seed']} | "
                      f"{r['wall_seconds']:.1f}{over} | {r['budget_seconds']:.0f} | "
-                     f"{r['claims_passed']}/{r['claims_total']} | {status} |")
+                     f"{r['claims_passed']}/{r['claims_total']} | {status} | "
+                     f"{format_cells(r.get('slowest_cells', [])).replace('|', '/')} |")
     (REPORTS / "chapters.md").write_text("\n".join(lines) + "\n")
 
 
@@ -359,6 +401,8 @@ def main(argv: list[str] | None = None) -> int:
         print(progress_line(r), flush=True)
         if r.error:
             print("    " + r.error.replace("\n", "\n    "), flush=True)
+        if r.slowest_cells and (r.error or r.wall_seconds > r.budget or args.profile != "quick"):
+            print("    slowest cells: " + format_cells(r.slowest_cells), flush=True)
         results.append(r)
     if settings:  # smoke runs stay out of the book's reports and claims records
         print(f"smoke run: executed notebooks and claims records in {SMOKE}")

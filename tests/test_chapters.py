@@ -68,9 +68,42 @@ def test_a_false_claim_fails_the_chapter_and_a_true_one_passes(tmp_path):
     good = harness.run_chapter(FIXTURES / "false_claim.md", seed=0, parameters={"claim_holds": True}, work_dir=tmp_path)
     assert good.ok, good.error
     assert (good.claims_passed, good.claims_total) == (1, 1)
+    # every code cell of the run is timed (parameters, papermill's injected cell, the two below)
+    assert len(good.slowest_cells) == 4 and not any(c["running"] for c in good.slowest_cells)
+    assert all(c["seconds"] >= 0 for c in good.slowest_cells)
+    assert {c["section"] for c in good.slowest_cells} == {"A chapter with a deliberately false claim (test fixture)"}
+
+
+@pytest.mark.chapter
+def test_a_timed_out_chapter_names_the_cell_that_was_running(tmp_path):
+    start = time.perf_counter()
+    result = harness.run_chapter(FIXTURES / "slow_cell.md", seed=0, timeout=25, work_dir=tmp_path)
+    assert time.perf_counter() - start < 60  # the kernel is killed with papermill, not waited for
+    assert not result.ok and "timed out after 25 s" in result.error
+    slowest = result.slowest_cells[0]
+    assert slowest["running"] and slowest["section"] == "The slow section"
+    assert 5 < slowest["seconds"] <= 26
+    assert "The slow section (cell" in harness.format_cells(result.slowest_cells)
 
 
 @pytest.mark.chapter
 def test_a_chapter_without_claims_fails(tmp_path):
     result = harness.run_chapter(FIXTURES / "no_claims.md", seed=0, work_dir=tmp_path)
     assert not result.ok and "recorded no claim" in result.error
+
+
+def test_cell_timings_read_papermill_metadata_and_the_running_cell():
+    from datetime import datetime, timezone
+
+    md = lambda text: {"cell_type": "markdown", "source": text, "metadata": {}}
+    code = lambda meta: {"cell_type": "code", "source": "x = 1", "metadata": {"papermill": meta}}
+    cells = [code({"duration": 0.5, "status": "completed"}),
+             md("## 1. Fast\nsome text"), code({"duration": 2.0, "status": "completed"}),
+             md("text without a heading"), code({"duration": 7.25, "status": "completed"}),
+             md("# Part\n## 2. Slow"), code({"status": "running", "start_time": "2026-01-01T00:00:00.000000Z"}),
+             code({"status": "pending"})]
+    rows = harness.cell_timings(cells, now=datetime(2026, 1, 1, 0, 1, 40, tzinfo=timezone.utc))
+    assert [(r["cell"], r["section"], r["seconds"], r["running"]) for r in rows] == [
+        (6, "2. Slow", 100.0, True), (4, "1. Fast", 7.25, False), (2, "1. Fast", 2.0, False),
+        (0, "(before the first heading)", 0.5, False)]
+    assert harness.format_cells(rows, limit=2) == "2. Slow (cell 6, still running) 100 s; 1. Fast (cell 4) 7 s"
