@@ -126,7 +126,7 @@ def train_relu_net(
         raise ValueError(f"n_steps must be >= 0, got {n_steps}")
     params = {k: v.detach().clone().requires_grad_(True) for k, v in weights.items()}
     opt = torch.optim.Adam(params.values(), lr=lr)
-    losses = torch.empty(n_steps, dtype=torch.float64)
+    losses = torch.empty(n_steps, dtype=torch.float64, device=x.device)  # read back once, after the loop
     n = x.shape[0]
     for step in progress(range(n_steps), desc=desc or "training", leave=False):
         if batch_size is not None and batch_size < n:
@@ -142,5 +142,5 @@ def train_relu_net(
         opt.zero_grad()
         value.backward()
         opt.step()
-        losses[step] = value.detach().double().cpu()
-    return {k: v.detach() for k, v in params.items()}, losses
+        losses[step] = value.detach()
+    return {k: v.detach() for k, v in params.items()}, losses.cpu()

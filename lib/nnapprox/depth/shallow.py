@@ -89,14 +89,14 @@ def train_shallow_family(
         sample_weight = torch.full_like(x, 1.0 / x.shape[1])
     params = {k: t.detach().clone().requires_grad_(k != "mask") for k, t in family.items()}
     opt = torch.optim.Adam([t for k, t in params.items() if k != "mask"], lr=lr)
-    losses = torch.empty(n_steps, family["w"].shape[0], dtype=torch.float64)
+    losses = torch.empty(n_steps, family["w"].shape[0], dtype=torch.float64, device=x.device)  # read back after the loop
     for step in progress(range(n_steps), desc=desc or "shallow nets", leave=False):
         per_net = (sample_weight * (shallow_family(params, x) - y) ** 2).sum(dim=1)  # (M,)
         opt.zero_grad()
         per_net.sum().backward()
         opt.step()
-        losses[step] = per_net.detach().double().cpu()
-    return {k: t.detach() for k, t in params.items()}, losses
+        losses[step] = per_net.detach()
+    return {k: t.detach() for k, t in params.items()}, losses.cpu()
 
 
 def pad_tasks(

@@ -104,11 +104,11 @@ def train_denoiser(
         loss.backward()
         optimizer.step()
         schedule.step()
-        losses.append(float(loss.detach()))
+        losses.append(loss.detach())  # read back once at the end: a per-step sync would stall a GPU's queue
     if x_val is not None:
         validate()
         model.load_state_dict(best_state)
-    return losses
+    return torch.stack(losses).tolist()
 
 
 def posterior_mean_error(

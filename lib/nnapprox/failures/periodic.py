@@ -151,11 +151,11 @@ def train_periodic_ensemble(
         opt.zero_grad()
         loss.sum().backward()
         opt.step()
-        losses.append(loss.detach().cpu())
+        losses.append(loss.detach())  # on the device; one copy back after the loop
     x, y = sample(n_test)
     with torch.no_grad():
         r2 = r_squared(mlp_ensemble_forward(layers, x), y).cpu()
-    return r2, torch.stack(losses)
+    return r2, torch.stack(losses).cpu()
 
 
 def periodic_loss_landscape(

@@ -162,6 +162,6 @@ def train_icl(
             torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
         opt.step()
         sched.step()
-        losses.append(loss.item())
+        losses.append(loss.detach())  # no .item() here: a per-step sync would stall a GPU's queue
     model.eval()
-    return losses
+    return torch.stack(losses).tolist() if losses else []
