@@ -176,6 +176,29 @@ def test_denoiser_training_reduces_the_loss():
     assert abs(mlp.n_parameters() - net.n_parameters()) / net.n_parameters() < 0.15
 
 
+@pytest.mark.parametrize("M", [8, 16, 64])
+def test_initial_nonlinearity_is_a_noisy_clip_and_flat_outside_the_knots(M):
+    """Each block's phi at initialisation has total slope 0, so it is constant for |v| >= R (as
+    tanh nearly is): the large fields of small times cannot blow the initial network up (with
+    uncentred noise its slope beyond R had s.d. 0.1 sqrt(M+1)). Between the knots phi is the clip
+    plus sum_k (eps_k - mean eps) relu(v - b_k), eps_k ~ N(0, 0.1^2), whose s.d. at any v is at most
+    0.1 (sum_k (R - b_k)^2)^(1/2); we allow 6 of those."""
+    L, R = 5, 4.0
+    w = init_weights(3, L, M, R, generator=_gen(12), dtype=F64)
+    assert torch.allclose(w["a"].sum(dim=1), torch.zeros(L, dtype=F64), atol=1e-12)
+    b = knots(M, R, F64)
+    sd_max = 0.1 * float(((R - b) ** 2).sum().sqrt())
+    v = torch.linspace(-100.0, 100.0, 4001, dtype=F64)
+    for ell in range(L):
+        phi = relu_tanh(v, w["a"][ell], w["c"][ell], w["b"])
+        right, left = phi[v >= R], phi[v <= -R]
+        assert torch.allclose(right, right[0].expand_as(right)) and torch.allclose(left, left[0].expand_as(left))
+        assert (phi - v.clamp(-1, 1)).abs().max() <= 6 * sd_max
+    net = UnrolledVIResNet(3, L, M, R, dtype=F64)
+    net.load_state_dict(w)
+    assert net(torch.full((7, 3), 1e4, dtype=F64)).abs().max() <= 1 + 6 * sd_max  # the last block's phi, bounded
+
+
 def test_early_stopping_keeps_the_best_held_out_weights():
     """A learning rate that wrecks the network: without x_val the final weights are worse than the
     initial ones; with x_val the weights kept are at least as good as the initial ones (evaluated at step 0)."""
