@@ -305,8 +305,8 @@ def cell_timings(cells: list[dict], now: datetime | None = None) -> list[dict]:
     now = now or datetime.now(timezone.utc)
     section, rows = "(before the first heading)", []
     for index, cell in enumerate(cells):
-        source = "".join(cell.get("source", ""))
         if cell.get("cell_type") == "markdown":
+            source = "".join(cell.get("source", ""))
             headings = [line.lstrip("#").strip() for line in source.splitlines() if line.startswith("#")]
             section = headings[-1] if headings else section
             continue
@@ -322,7 +322,7 @@ def cell_timings(cells: list[dict], now: datetime | None = None) -> list[dict]:
 
 
 def format_cells(rows: list[dict], limit: int = 3) -> str:
-    """``"§ 7. Radial functions (cell 31) 210 s; ..."`` for reports; a running cell says so."""
+    """``"Radial functions (cell 31) 210 s; ..."`` for reports; a running cell says so."""
     return "; ".join(f"{r['section'][:40]} (cell {r['cell']}{', still running' if r['running'] else ''}) "
                      f"{r['seconds']:.0f} s" for r in rows[:limit])
 
