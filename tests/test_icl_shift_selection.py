@@ -73,3 +73,15 @@ def test_logistic_regression_classifies_separable_prompts():
     assert err < 0.06  # 40 separable examples in 3 dimensions pin the direction down
     blind = bl.logistic_regression(X[:, :-1], (y[:, :-1] + 1) / 2, X[:, -1], n_steps=0)
     assert (blind == 0).all()  # no steps: the zero vector, no decision
+
+
+@pytest.mark.parametrize("sigma", [0.1, 0.5])
+def test_least_squares_risk_matches_simulation(sigma):
+    d, k, n = 5, 10, 200_000
+    X, y, _ = icl.linear_tasks(n, k + 1, d, torch.Generator().manual_seed(5), sigma=sigma, dtype=torch.float64)
+    e = (bl.least_squares(X[:, :k], y[:, :k], X[:, k]) - y[:, k]).pow(2)
+    exact = bl.least_squares_risk(d, k, sigma)
+    assert exact == pytest.approx(sigma ** 2 * 9 / 4)
+    assert abs(float(e.mean()) - exact) < 5 * float(e.std()) / n ** 0.5
+    with pytest.raises(ValueError, match="k >= d \\+ 2"):
+        bl.least_squares_risk(5, 6, 0.1)

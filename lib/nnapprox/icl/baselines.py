@@ -9,7 +9,7 @@ shape ``(batch,)``. :func:`prefix_predictions` applies one to every prefix of a 
 which is how a causal transformer is evaluated (prediction of :math:`y_{k+1}` from the first
 :math:`k` examples).
 
-* least squares (minimum-norm): :math:`\hat w = X^+ y`;
+* least squares (minimum-norm): :math:`\hat w = X^+ y` (its exact risk with Gaussian inputs, :func:`least_squares_risk`);
 * ridge: :math:`\hat w_\lambda = (X^\top X + k\lambda I)^{-1} X^\top y`, the minimiser of
   :math:`\frac1{2k}\|Xw - y\|^2 + \frac\lambda2 \|w\|^2`; with :math:`w\sim\mathcal N(0,
   s^2 I)` and noise :math:`\sigma`, the Bayes choice is :math:`\lambda = \sigma^2 / (k s^2)`;
@@ -139,6 +139,23 @@ def averaging_risk(Sigma: Float[Tensor, "d d"], k: int) -> float:
     S = Sigma.double()
     t1, t2, t3 = torch.trace(S), torch.trace(S @ S), torch.trace(S @ S @ S)
     return float(((1 + 1 / k) * t3 + t1 * t2 / k - 2 * t2 + t1) / t1)
+
+
+def least_squares_risk(d: int, k: int, sigma: float) -> float:
+    r"""Exact test risk :math:`\mathbb E(\hat y - y)^2` of :func:`least_squares` on :math:`k` noisy examples, :math:`x \sim \mathcal N(0, I_d)`.
+
+    With :math:`y = w^\top x + \sigma\varepsilon`, the fitted :math:`\hat w - w = (X^\top X)^{-1} X^\top \sigma\varepsilon`
+    is independent of the query, and :math:`(X^\top X)^{-1}` is inverse Wishart with mean
+    :math:`I_d / (k - d - 1)`, so
+
+    .. math::
+        \mathbb E(\hat y - y)^2 = \sigma^2 \Bigl(1 + \frac{d}{k - d - 1}\Bigr) \qquad (k \ge d + 2),
+
+    whatever the prior on :math:`w`.
+    """
+    if k < d + 2 or sigma < 0:
+        raise ValueError(f"need k >= d + 2 (the inverse Wishart mean is finite) and sigma >= 0; got d={d}, k={k}, sigma={sigma}")
+    return sigma ** 2 * (1 + d / (k - d - 1))
 
 
 def logistic_regression(
