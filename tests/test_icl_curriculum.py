@@ -42,3 +42,18 @@ def test_train_icl_passes_the_curriculum_to_the_sampler():
     icl.train_icl(model, sample, n_steps=6, batch=4, lr=1e-3, generator=torch.Generator().manual_seed(0),
                   curriculum=icl.Curriculum(d=3, N=7, d_start=1, N_start=3, every=2))
     assert seen == [(1, 3), (1, 3), (2, 5), (2, 5), (3, 7), (3, 7)]
+
+
+def test_train_icl_weights_the_loss_per_prompt():
+    """A third tensor from the sampler weights each prompt's loss: weight c scales the first loss by c."""
+    def run(weight):
+        def sample(batch, g):
+            X, y = icl.linear_tasks(batch, 6, 3, g)[:2]
+            return (X, y) if weight is None else (X, y, torch.full((batch,), weight))
+        torch.manual_seed(0)
+        model = icl.GPT(icl.GPTConfig(d=3, n_layer=1, n_embd=8, n_head=2, n_positions=12))
+        return icl.train_icl(model, sample, n_steps=1, batch=16, lr=1e-3, generator=torch.Generator().manual_seed(1))[0]
+
+    plain = run(None)
+    assert run(1.0) == pytest.approx(plain, rel=1e-6)
+    assert run(3.0) == pytest.approx(3 * plain, rel=1e-6)

@@ -124,7 +124,7 @@ class GPT(nn.Module):
 
 def train_icl(
     model: nn.Module,
-    sample: Callable[[int, torch.Generator], tuple[Tensor, Tensor]],
+    sample: Callable[[int, torch.Generator], tuple[Tensor, ...]],
     *,
     n_steps: int,
     batch: int,
@@ -144,6 +144,8 @@ def train_icl(
     ``clip`` caps the gradient norm (deep linear attention is cubic in its weights and can diverge without it).
     ``curriculum(step)`` returns keyword arguments for the sampler, ``sample(batch, generator, **curriculum(step))``
     (Garg et al.'s growing problem size: :class:`nnapprox.icl.Curriculum`).
+    A sampler may return a third tensor ``weight`` of shape ``(batch,)``: the loss is then
+    :math:`\frac1B\sum_b \mathrm{weight}_b\,\overline{(\hat y_b - y_b)^2}` (the bar averages over prefixes).
     """
     if n_steps < 0 or batch < 1 or lr <= 0:
         raise ValueError(f"need n_steps >= 0, batch >= 1, lr > 0; got {n_steps}, {batch}, {lr}")
@@ -152,10 +154,14 @@ def train_icl(
     losses = []
     model.train()
     for step in progress(range(n_steps), desc=desc):
-        X, y = sample(batch, generator, **(curriculum(step) if curriculum is not None else {}))
+        X, y, *weight = sample(batch, generator, **(curriculum(step) if curriculum is not None else {}))
         pred = model.predict(X, y)
         target = y if pred.dim() == 2 else y[:, -1]
-        loss = F.mse_loss(pred, target)
+        if weight:
+            err = (pred - target).pow(2)
+            loss = (weight[0] * (err.mean(1) if err.dim() == 2 else err)).mean()
+        else:
+            loss = F.mse_loss(pred, target)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         if clip is not None:
