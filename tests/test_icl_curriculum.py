@@ -57,3 +57,7 @@ def test_train_icl_weights_the_loss_per_prompt():
     plain = run(None)
     assert run(1.0) == pytest.approx(plain, rel=1e-6)
     assert run(3.0) == pytest.approx(3 * plain, rel=1e-6)
+    model = icl.GPT(icl.GPTConfig(d=3, n_layer=1, n_embd=8, n_head=2, n_positions=12))
+    with pytest.raises(ValueError, match=r"\(X, y, weight\)"):  # linear_tasks' (X, y, w) unsliced: w is not a weight
+        icl.train_icl(model, lambda b, g: icl.linear_tasks(b, 6, 3, g), n_steps=1, batch=16, lr=1e-3,
+                      generator=torch.Generator())

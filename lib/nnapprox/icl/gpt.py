@@ -155,6 +155,10 @@ def train_icl(
     model.train()
     for step in progress(range(n_steps), desc=desc):
         X, y, *weight = sample(batch, generator, **(curriculum(step) if curriculum is not None else {}))
+        if len(weight) > 1 or (weight and weight[0].shape != (X.shape[0],)):
+            raise ValueError("sample must return (X, y) or (X, y, weight) with weight of shape (batch,); got "
+                             f"{2 + len(weight)} tensors" + (f", weight of shape {tuple(weight[0].shape)}" if weight else "")
+                             + " (slice a task sampler's output with [:2])")
         pred = model.predict(X, y)
         target = y if pred.dim() == 2 else y[:, -1]
         if weight:
