@@ -1,5 +1,7 @@
 """Garg et al.'s curriculum: the schedule, the reduced-dimension sampler, and train_icl passing it on."""
 
+import math
+
 import pytest
 import torch
 
@@ -61,3 +63,35 @@ def test_train_icl_weights_the_loss_per_prompt():
     with pytest.raises(ValueError, match=r"\(X, y, weight\)"):  # linear_tasks' (X, y, w) unsliced: w is not a weight
         icl.train_icl(model, lambda b, g: icl.linear_tasks(b, 6, 3, g), n_steps=1, batch=16, lr=1e-3,
                       generator=torch.Generator())
+
+
+def test_train_icl_skips_a_nonfinite_step_only_when_asked():
+    """One prompt with an overflowing input: skip_nonfinite leaves the weights as they were, and the
+    next finite step trains them; without it the weights become NaN. Both curves keep the inf loss."""
+    def sample(batch, g):
+        X, y = icl.linear_tasks(batch, 6, 3, g)[:2]
+        if sample.calls == 1:  # the second step sees one prompt whose x overflows float32 in the loss
+            X = X.clone()
+            X[0, 0, 0] = 1e30
+        sample.calls += 1
+        return X, y
+
+    for skip in (True, False):
+        sample.calls = 0
+        torch.manual_seed(0)
+        model = icl.GPT(icl.GPTConfig(d=3, n_layer=1, n_embd=8, n_head=2, n_positions=12))
+        snapshots = []
+
+        def sample_and_snapshot(batch, g, _model=model):
+            snapshots.append(torch.cat([p.detach().flatten() for p in _model.parameters()]).clone())
+            return sample(batch, g)
+
+        losses = icl.train_icl(model, sample_and_snapshot, n_steps=3, batch=8, lr=1e-2, clip=1.0, skip_nonfinite=skip,
+                               generator=torch.Generator().manual_seed(2))
+        after = torch.cat([p.detach().flatten() for p in model.parameters()])
+        assert math.isfinite(losses[0]) and not math.isfinite(losses[1]) and math.isfinite(losses[2]) == skip
+        if skip:
+            assert torch.equal(snapshots[2], snapshots[1])  # step 1 (non-finite) changed nothing
+            assert torch.isfinite(after).all() and not torch.equal(after, snapshots[2])  # step 2 trained
+        else:
+            assert torch.isnan(snapshots[2]).any()

@@ -134,6 +134,7 @@ def train_icl(
     decay: bool = False,
     clip: float | None = None,
     curriculum: Callable[[int], dict] | None = None,
+    skip_nonfinite: bool = False,
     desc: str = "training",
 ) -> list[float]:
     r"""Adam on the prefix-averaged squared error; ``sample(batch, generator) -> (X, y)``; returns the loss curve.
@@ -146,6 +147,12 @@ def train_icl(
     (Garg et al.'s growing problem size: :class:`nnapprox.icl.Curriculum`).
     A sampler may return a third tensor ``weight`` of shape ``(batch,)``: the loss is then
     :math:`\frac1B\sum_b \mathrm{weight}_b\,\overline{(\hat y_b - y_b)^2}` (the bar averages over prefixes).
+    ``skip_nonfinite`` leaves the weights and Adam's moments untouched on a step whose loss or
+    gradient norm is not finite (as a mixed-precision loss scaler does). The returned curve keeps
+    every step's loss, so a non-finite entry marks a skipped step; a step skipped because only its
+    gradient overflowed has a finite entry. A model whose output is a polynomial of high degree in
+    its input (ReLU attention stacked six deep) can overflow on one rare batch, and one such step
+    would otherwise turn every weight into NaN. The check costs one device synchronisation per step.
     """
     if n_steps < 0 or batch < 1 or lr <= 0:
         raise ValueError(f"need n_steps >= 0, batch >= 1, lr > 0; got {n_steps}, {batch}, {lr}")
@@ -169,9 +176,12 @@ def train_icl(
         opt.zero_grad(set_to_none=True)
         loss.backward()
         if clip is not None:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
-        opt.step()
+            norm = torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
+        elif skip_nonfinite:
+            norm = torch.nn.utils.get_total_norm([p.grad for p in model.parameters() if p.grad is not None])
+        if not skip_nonfinite or bool(torch.isfinite(loss) & torch.isfinite(norm)):
+            opt.step()
         sched.step()
-        losses.append(loss.detach())  # no .item() here: a per-step sync would stall a GPU's queue
+        losses.append(loss.detach())  # no .item() here: a per-step sync would stall a GPU's queue (skip_nonfinite pays one)
     model.eval()
     return torch.stack(losses).tolist() if losses else []
