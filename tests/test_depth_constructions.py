@@ -150,7 +150,7 @@ def test_claim_can_fail_on_wrong_construction():
     wrong["b0"] = wrong["b0"] + torch.tensor([0.0, 0.1], **f64)  # misplaced fold
     claims = Claims()
     ok = claims.check("sawtooth pieces", value=dp.count_pieces_along_line(wrong, X0, X1), op="==", threshold=2**5,
-                      source="Telgarsky (2016)")
+                      kind="exact", source="Telgarsky (2016)")
     assert not ok and claims.failed
     assert math.isclose(dp.telgarsky_error_lower_bound(64, 4), 48 / 192)
 

@@ -101,7 +101,7 @@ def test_settings_changed_through_the_environment_are_validated_and_named(monkey
     assert run.n == 2 and run.width == 256 and run.sizes == (1, 2)  # a JSON list replaces a tuple as a tuple
     assert run.profile == "full" and run.profile_label() == "full (changed: n=2, sizes=(1, 2))"
     monkeypatch.setenv("NNAPPROX_CLAIMS_DIR", str(tmp_path))
-    run.claims.check("x", value=1.0, op="<=", threshold=2.0, source="test")
+    run.claims.check("x", value=1.0, op="<=", threshold=2.0, kind="exact", source="test")
     run.report()
     assert '"profile": "full (changed: n=2' in (tmp_path / "t.json").read_text()
     monkeypatch.setenv("NNAPPROX_SETTINGS", '{"depth": 3}')

@@ -69,7 +69,8 @@ def test_spearman_claim_can_fail():
     k = torch.arange(1.0, 11.0)
     reversed_order = ua.spearman(k, k.flip(0))
     assert not claims.check("deliberately wrong: reversed learning times", value=reversed_order, op=">=",
-                            threshold=0.8, source="test")
+                            threshold=0.8, kind="empirical", basis="convention",
+                            source="test")
 
 
 def test_ensemble_training_equals_member_training():
