@@ -109,6 +109,10 @@ def toc_notebooks(root: Path = ROOT) -> list[Path]:
 
 
 def find_chapter(name: str, root: Path = ROOT) -> Path:
+    """A chapter of ``_toc.yml`` by stem or path, or a notebook file given by its path (a draft)."""
+    direct = (root / name).resolve()
+    if direct.is_file() and is_notebook(direct):
+        return direct
     for path in toc_notebooks(root):
         if name in (path.stem, str(path.relative_to(root)), str(path.relative_to(root).with_suffix(""))):
             return path
