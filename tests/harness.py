@@ -128,6 +128,7 @@ def run_chapter(
     device: str = "cpu",
     seed: int = 0,
     timeout: float | None = None,
+    cell_timeout: float | None = None,
     parameters: dict | None = None,
     settings: dict | None = None,
     work_dir: Path | None = None,
@@ -139,6 +140,10 @@ def run_chapter(
     :mod:`nnapprox.runtime`): a smoke run, e.g. the full profile with its step counts cut to
     exercise its code paths on a CPU. It never primes the book's cache, and the command line
     puts its notebook and claims record in ``_build/smoke`` instead of the book's reports.
+
+    ``timeout`` bounds the whole chapter (default twice the profile's budget) and
+    ``cell_timeout`` each cell (default the profile's budget): a cell that hangs, e.g. a
+    widget waiting for a front end, fails the run within that time, and the error names it.
 
     Executed notebooks go to ``_build/executed`` and claims to ``_build/reports/claims``,
     or both to ``work_dir`` when given (tests of failure modes use a temporary one so the
@@ -166,8 +171,10 @@ def run_chapter(
     jupytext.write(notebook, source_nb, fmt="ipynb")
 
     params = {"profile": profile, "device": device, "seed": seed, **(parameters or {})}
+    cell_limit = cell_timeout if cell_timeout is not None else result.budget
     cmd = [sys.executable, "-m", "papermill", str(source_nb), str(out_nb), "--cwd", str(path.parent),
-           "--kernel", "python3", "--no-progress-bar", "--log-output" if os.environ.get("NNAPPROX_LOG_OUTPUT") else "--no-log-output"]
+           "--kernel", "python3", "--no-progress-bar",
+           "--execution-timeout", str(int(cell_limit)), "--log-output" if os.environ.get("NNAPPROX_LOG_OUTPUT") else "--no-log-output"]
     for key, value in params.items():
         cmd += ["-y", json.dumps({key: value})]
     env = {**os.environ, "NNAPPROX_CLAIMS_DIR": str(claims_dir), "NNAPPROX_STATIC": "1",
@@ -187,6 +194,13 @@ def run_chapter(
         result.wall_seconds = time.perf_counter() - start
         if proc.returncode != 0:
             result.error = _papermill_error(stderr, out_nb)
+            if "timed out" in stderr and out_nb.exists():
+                cells = json.loads(out_nb.read_text()).get("cells", [])
+                failed = {i for i, c in enumerate(cells)
+                          if any(o.get("output_type") == "error" for o in c.get("outputs", []))}
+                where = [r for r in cell_timings(cells) if r["running"] or r["cell"] in failed]
+                result.error = (f"a cell ran past the per-cell timeout of {cell_limit:.0f} s: "
+                                f"{format_cells(where, 1) if where else 'see the executed notebook'}")
     except subprocess.TimeoutExpired:
         result.wall_seconds = time.perf_counter() - start
         result.error = f"timed out after {limit:.0f} s (budget {result.budget:.0f} s)"
@@ -384,6 +398,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default="cpu", help="auto, cpu, cuda or mps (default cpu)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--timeout", type=float, default=None, help="seconds per chapter (default: 2x budget)")
+    parser.add_argument("--cell-timeout", type=float, default=None,
+                        help="seconds per cell (default: the profile's budget, 150 quick / 600 full)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="replace one setting of the profile (VALUE read as JSON, else as a string); "
                              "repeatable; a smoke run, e.g. --profile full --set n_steps=50")
@@ -401,7 +417,7 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     for path in paths:
         r = run_chapter(path, profile=args.profile, device=args.device, seed=args.seed, timeout=args.timeout,
-                        settings=settings or None, work_dir=SMOKE if settings else None)
+                        cell_timeout=args.cell_timeout, settings=settings or None, work_dir=SMOKE if settings else None)
         print(progress_line(r), flush=True)
         if r.error:
             print("    " + r.error.replace("\n", "\n    "), flush=True)

@@ -10,7 +10,10 @@ and the book test does not run every chapter a second time; ``NNAPPROX_TEST_SEED
 test`` checks the claims under another seed (the book then executes with its own).
 """
 
+import json
 import os
+import subprocess
+import sys
 import time
 
 import pytest
@@ -92,6 +95,14 @@ def test_a_chapter_without_claims_fails(tmp_path):
     assert not result.ok and "recorded no claim" in result.error
 
 
+@pytest.mark.chapter
+def test_a_hanging_cell_fails_quickly_and_is_named(tmp_path):
+    start = time.perf_counter()
+    result = harness.run_chapter(FIXTURES / "slow_cell.md", seed=0, timeout=300, cell_timeout=6, work_dir=tmp_path)
+    assert time.perf_counter() - start < 60
+    assert not result.ok and "per-cell timeout of 6 s: The slow section (cell" in result.error
+
+
 def test_cell_timings_read_papermill_metadata_and_the_running_cell():
     from datetime import datetime, timezone
 
@@ -107,3 +118,28 @@ def test_cell_timings_read_papermill_metadata_and_the_running_cell():
         (6, "2. Slow", 100.0, True), (4, "1. Fast", 7.25, False), (2, "1. Fast", 2.0, False),
         (0, "(before the first heading)", 0.5, False)]
     assert harness.format_cells(rows, limit=2) == "2. Slow (cell 6, still running) 100 s; 1. Fast (cell 4) 7 s"
+
+
+@pytest.mark.chapter
+def test_an_explorer_under_plain_papermill_is_drawn_once_and_never_waits(tmp_path):
+    """Run as a reader would, with papermill and no NNAPPROX_STATIC: the explorer must not
+    start a live ``interact`` (nobody answers it) but draw its figure once, quickly."""
+    import jupytext
+
+    source, out = tmp_path / "explorer.ipynb", tmp_path / "explorer.out.ipynb"
+    jupytext.write(jupytext.read(FIXTURES / "explorer.md"), source, fmt="ipynb")
+    env = {k: v for k, v in os.environ.items() if k != "NNAPPROX_STATIC"}
+    env["MPLBACKEND"] = "module://matplotlib_inline.backend_inline"
+    start = time.perf_counter()
+    proc = subprocess.run(
+        [sys.executable, "-m", "papermill", str(source), str(out), "--kernel", "python3",
+         "--no-progress-bar", "--execution-timeout", "60"],
+        env=env, capture_output=True, text=True, timeout=180,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert time.perf_counter() - start < 120
+    outputs = [o for c in json.loads(out.read_text())["cells"] for o in c.get("outputs", [])]
+    text = "".join("".join(o.get("text", "")) for o in outputs if o.get("output_type") == "stream")
+    assert "drawn with k=2, static=True" in text
+    assert any("image/png" in o.get("data", {}) for o in outputs)
+    assert not any("application/vnd.jupyter.widget-view+json" in o.get("data", {}) for o in outputs)

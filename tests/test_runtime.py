@@ -113,3 +113,31 @@ def test_settings_changed_through_the_environment_are_validated_and_named(monkey
             nnapprox.setup("t", "quick", "cpu", 0, quick=QUICK, full=FULL)
     monkeypatch.setenv("NNAPPROX_SETTINGS", "")
     assert nnapprox.setup("t", "quick", "cpu", 0, quick=QUICK, full=FULL).changed == {}
+
+
+def test_static_mode_follows_the_front_end(monkeypatch):
+    """Widgets only where a person can use them: a kernel request with allow_stdin."""
+    import importlib
+
+    import IPython
+
+    progress = importlib.import_module("nnapprox.progress")  # the module, not the function
+
+    monkeypatch.delenv("NNAPPROX_STATIC", raising=False)
+
+    class Kernel:
+        _allow_stdin = True
+
+    class Shell:
+        kernel = Kernel()
+
+    monkeypatch.setattr(IPython, "get_ipython", lambda: Shell())
+    assert not progress.static_mode()  # JupyterLab, Notebook, VS Code, Colab
+    Kernel._allow_stdin = False
+    assert progress.static_mode()  # papermill, nbclient, myst-nb
+    monkeypatch.setattr(IPython, "get_ipython", lambda: None)
+    assert progress.static_mode()  # plain Python
+    Kernel._allow_stdin = True
+    monkeypatch.setattr(IPython, "get_ipython", lambda: Shell())
+    monkeypatch.setenv("NNAPPROX_STATIC", "1")
+    assert progress.static_mode()  # forced by the harness and the book build

@@ -1,9 +1,14 @@
 """Progress bars and interactive explorers that behave in all three places a chapter runs.
 
 * live in Jupyter: a widget progress bar and ipywidgets sliders;
-* under the test harness or the book build (``NNAPPROX_STATIC=1``): a plain text bar on
-  stderr that updates rarely, and the explorer drawn once at its default values, so the
-  static HTML book shows a precomputed figure and needs no widget JavaScript.
+* wherever no one can move a slider: a plain text bar on stderr that updates rarely, and the
+  explorer drawn once at its default values, so the static HTML book shows a precomputed
+  figure and needs no widget JavaScript. That is the case under the test harness and the book
+  build (``NNAPPROX_STATIC=1``), and also, with no variable set, whenever the code runs
+  outside a Jupyter kernel or in a kernel driven by a non-interactive client: papermill,
+  nbclient and myst-nb execute cells with ``allow_stdin=False``, while Jupyter front ends
+  (JupyterLab, Notebook, VS Code, Colab) send ``allow_stdin=True``. A live ``interact``
+  under papermill can leave the kernel waiting for a front end that never answers.
 """
 
 from __future__ import annotations
@@ -14,8 +19,28 @@ from typing import Any, Callable, Iterable
 
 
 def static_mode() -> bool:
-    """True under the test harness and the book build (``NNAPPROX_STATIC`` set and not ``0``)."""
-    return os.environ.get("NNAPPROX_STATIC", "0") not in ("", "0")
+    """True unless a person at a Jupyter front end can use widgets (see the module docstring).
+
+    ``NNAPPROX_STATIC`` set to anything but ``0`` forces static mode; otherwise static mode is
+    chosen when there is no IPython kernel or when the current execution request came from a
+    client that cannot answer (``allow_stdin`` false: papermill, nbclient, myst-nb).
+    """
+    if os.environ.get("NNAPPROX_STATIC", "0") not in ("", "0"):
+        return True
+    return not _front_end_attached()
+
+
+def _front_end_attached() -> bool:
+    """Whether the running IPython kernel's current request came from an interactive front end."""
+    try:
+        from IPython import get_ipython
+    except ImportError:  # pragma: no cover - IPython is part of the book environment
+        return False
+    shell = get_ipython()
+    kernel = getattr(shell, "kernel", None)
+    if kernel is None:  # plain Python or a terminal IPython: nobody to move a slider
+        return False
+    return bool(getattr(kernel, "_allow_stdin", False))
 
 
 def progress(iterable: Iterable | None = None, *, total: int | None = None, desc: str | None = None, **kw: Any):
