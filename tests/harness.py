@@ -142,7 +142,7 @@ def run_chapter(
     puts its notebook and claims record in ``_build/smoke`` instead of the book's reports.
 
     ``timeout`` bounds the whole chapter (default twice the profile's budget) and
-    ``cell_timeout`` each cell (default the profile's budget): a cell that hangs, e.g. a
+    ``cell_timeout`` each cell (default: the chapter's timeout): a cell that hangs, e.g. a
     widget waiting for a front end, fails the run within that time, and the error names it.
 
     Executed notebooks go to ``_build/executed`` and claims to ``_build/reports/claims``,
@@ -171,7 +171,8 @@ def run_chapter(
     jupytext.write(notebook, source_nb, fmt="ipynb")
 
     params = {"profile": profile, "device": device, "seed": seed, **(parameters or {})}
-    cell_limit = cell_timeout if cell_timeout is not None else result.budget
+    limit = timeout if timeout is not None else 2 * result.budget
+    cell_limit = cell_timeout if cell_timeout is not None else limit
     cmd = [sys.executable, "-m", "papermill", str(source_nb), str(out_nb), "--cwd", str(path.parent),
            "--kernel", "python3", "--no-progress-bar",
            "--execution-timeout", str(int(cell_limit)), "--log-output" if os.environ.get("NNAPPROX_LOG_OUTPUT") else "--no-log-output"]
@@ -183,7 +184,6 @@ def run_chapter(
     env.pop("NNAPPROX_SETTINGS", None)
     if settings:
         env["NNAPPROX_SETTINGS"] = json.dumps(settings)
-    limit = timeout if timeout is not None else 2 * result.budget
     start = time.perf_counter()
     # papermill runs in its own process group, so that a timeout (or Ctrl-C) also stops its
     # kernel: killing papermill alone would leave the kernel computing in the background.
@@ -399,7 +399,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--timeout", type=float, default=None, help="seconds per chapter (default: 2x budget)")
     parser.add_argument("--cell-timeout", type=float, default=None,
-                        help="seconds per cell (default: the profile's budget, 150 quick / 600 full)")
+                        help="seconds per cell (default: the chapter's timeout)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="replace one setting of the profile (VALUE read as JSON, else as a string); "
                              "repeatable; a smoke run, e.g. --profile full --set n_steps=50")
