@@ -11,6 +11,7 @@ LOCK := requirements-lock.txt
 STAMP := $(VENV)/.nnapprox-installed
 # Chapter runs: NAME=<chapter stem>, PROFILE=auto|quick|full, DEVICE=auto|cpu|cuda|mps, SEED=<int>
 NAME ?=
+SEEDS ?= 0 1 2 3 4 5 6 7 8 9
 PROFILE ?= quick
 DEVICE ?= cpu
 SEED ?= 0
@@ -22,13 +23,16 @@ export NNAPPROX_STATIC := 1
 export MPLBACKEND := module://matplotlib_inline.backend_inline
 export PYDEVD_DISABLE_FILE_VALIDATION := 1
 
-.PHONY: help setup book test unit chapters chapter notebooks assignments clean distclean
+.PHONY: help setup browser book test unit chapters chapter seeds checkpoints checkpoints-verify \
+	notebooks assignments clean distclean
 
 help:
 	@echo "make book          set up, execute every chapter, build the HTML book (_build/html)"
 	@echo "make test          set up, run the whole test suite (unit, chapters, book + browser)"
 	@echo "make chapter NAME=intro PROFILE=quick DEVICE=cpu SEED=0   run one chapter with papermill"
 	@echo "make chapters      run every chapter with papermill (PROFILE, DEVICE, SEED as above)"
+	@echo "make seeds         every chapter, quick profile, on SEEDS=\"0 1 ... 9\" (NAME= for one chapter)"
+	@echo "make checkpoints   retrain the committed model checkpoints (NAME= for one); checkpoints-verify"
 	@echo "make unit          library unit tests only"
 	@echo "make notebooks     export every chapter to .ipynb under _build/notebooks"
 	@echo "make assignments   build the otter-grader assignments under _build/assignments"
@@ -49,7 +53,11 @@ book: setup notebooks
 	@echo
 	@echo "The book is at file://$(CURDIR)/_build/html/index.html"
 
-test: setup
+# the browser tests need a Chromium: find one or install one before 20 minutes of tests
+browser: setup
+	$(PY) tests/browser.py
+
+test: setup browser
 	$(PY) -m pytest $(PYTEST_FLAGS)
 
 unit: setup
@@ -61,6 +69,15 @@ chapter: setup
 
 chapters: setup
 	$(PY) tests/harness.py --profile $(PROFILE) --device $(DEVICE) --seed $(SEED)
+
+seeds: setup
+	$(PY) tests/seeds.py $(NAME) --seeds "$(SEEDS)"
+
+checkpoints: setup
+	$(PY) -m nnapprox.checkpoints build $(if $(NAME),--name $(NAME))
+
+checkpoints-verify: setup
+	$(PY) -m nnapprox.checkpoints verify
 
 notebooks: setup
 	$(PY) book/_ext/export_notebooks.py

@@ -1,7 +1,8 @@
 """Build the HTML book with warnings as errors, then check every page in a real browser.
 
-The browser is Debian's Chromium (``/usr/bin/chromium``, or ``$NNAPPROX_CHROMIUM``) driven
-by Playwright's Python package; no browser is downloaded. Pages are served on 127.0.0.1 and
+The browser is the one ``tests/browser.py`` finds (``$NNAPPROX_CHROMIUM``, a system
+Chromium/Chrome, or Playwright's own Chromium; ``make test`` installs one first if there is
+none), driven by Playwright's Python package. Pages are served on 127.0.0.1 and
 every request to another host is blocked and counted as a failure, so the book must work
 offline: MathJax is served from the book itself. A screenshot of every page is saved under
 ``_build/reports/screenshots/``.
@@ -23,11 +24,13 @@ from pathlib import Path
 import pytest
 
 import harness
+from browser import HELP as BROWSER_HELP
+from browser import find_browser
 
 ROOT = harness.ROOT
 HTML = ROOT / "_build" / "html"
 SCREENSHOTS = harness.REPORTS / "screenshots"
-CHROMIUM = os.environ.get("NNAPPROX_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM = find_browser()
 JUPYTER_BOOK = Path(sys.executable).parent / "jupyter-book"
 
 pytestmark = pytest.mark.book
@@ -86,9 +89,8 @@ def test_math_is_served_locally():
 
 @pytest.fixture(scope="module")
 def browser():
-    if not Path(CHROMIUM).exists():
-        pytest.fail(f"Chromium not found at {CHROMIUM}: install Debian's 'chromium' (apt-get install chromium) "
-                    "or set NNAPPROX_CHROMIUM")
+    if CHROMIUM is None:
+        pytest.fail(f"no browser for the browser tests: {BROWSER_HELP}")
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:

@@ -1,0 +1,179 @@
+"""Seed sweep: every chapter of ``_toc.yml`` at the quick profile on several seeds.
+
+``make seeds SEEDS="0 1 2 3 4 5 6 7 8 9"`` (the default) runs each chapter once per seed,
+through the same papermill harness as the tests, and writes
+
+* ``_build/seeds/<chapter>/seed-<s>.json``: one run (its claims record and wall time);
+* ``_build/reports/seeds.json`` and ``seeds.md``: per chapter, the share of seeds on which
+  every claim held; per claim, its kind, pass rate and *worst margin* over the seeds.
+
+The margin says how far a value sits from its threshold, in units of the threshold, positive
+when the claim holds: ``(t - v)/|t|`` for ``<``/``<=``, ``(v - t)/|t|`` for ``>``/``>=``
+(absolute differences when ``t = 0``), ``min(v - lo, hi - v)/(hi - lo)`` for ``in``, and
+``1 - |v - t|/tol`` for ``==`` with a tolerance. Boolean and exact-equality claims have none.
+
+A run is reused when the chapter's source and the library are unchanged since it ran
+(``--force`` re-runs), so a sweep interrupted by the end of a session resumes where it
+stopped. Every empirical claim must hold on every seed: a claim that fails on some seed is a
+defect of the claim or of the experiment, never a reason to choose the seed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import sys
+import time
+from pathlib import Path
+
+import harness
+
+SWEEP = harness.BUILD / "seeds"
+DEFAULT_SEEDS = tuple(range(10))
+
+
+def source_key(path: Path) -> str:
+    """What decides whether a stored run is still valid: the chapter's text and the library."""
+    digest = hashlib.sha256(path.read_bytes())
+    digest.update(harness._book_extension().library_hash().encode())
+    return digest.hexdigest()[:20]
+
+
+def margin(claim: dict) -> float | None:
+    """How far the claim's value is from its threshold (see the module docstring); ``None`` if undefined."""
+    value, op, thr = claim.get("value"), claim.get("op"), claim.get("threshold")
+    if isinstance(value, bool) or isinstance(thr, bool) or value is None:
+        return None
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        return None
+    if math.isnan(value):
+        return -math.inf
+    if op == "in":
+        lo, hi = (float(x) for x in thr)
+        return min(value - lo, hi - value) / (hi - lo) if hi > lo else None
+    thr = float(thr)
+    scale = abs(thr) if thr != 0 else 1.0
+    if op in ("<", "<="):
+        return (thr - value) / scale
+    if op in (">", ">="):
+        return (value - thr) / scale
+    tol = claim.get("tol")
+    return 1.0 - abs(value - thr) / tol if tol else None
+
+
+def run_one(path: Path, seed: int, *, force: bool = False) -> dict:
+    """One chapter at one seed, reused from ``_build/seeds`` when still valid."""
+    out = SWEEP / path.stem / f"seed-{seed}.json"
+    key = source_key(path)
+    if out.exists() and not force:
+        stored = json.loads(out.read_text())
+        if stored.get("key") == key:
+            return stored
+    work = SWEEP / path.stem / f"work-{seed}"
+    result = harness.run_chapter(path, profile="quick", device="cpu", seed=seed, work_dir=work,
+                                 prime_book_cache=False)
+    record_path = work / f"{path.stem}.json"
+    record = json.loads(record_path.read_text()) if record_path.exists() else {"claims": []}
+    stored = {"chapter": path.stem, "seed": seed, "key": key, "ok": result.ok, "error": result.error,
+              "wall_seconds": round(result.wall_seconds, 1), "claims": record.get("claims", []),
+              "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(stored, indent=1) + "\n")
+    return stored
+
+
+def summarise(runs: list[dict], order: list[str]) -> dict:
+    """Per chapter and per claim pass rates and worst margins of a list of runs."""
+    chapters = {}
+    for stem in order:
+        mine = [r for r in runs if r["chapter"] == stem]
+        if not mine:
+            continue
+        claims: dict[str, dict] = {}
+        for r in mine:
+            for c in r["claims"]:
+                entry = claims.setdefault(c["name"], {"name": c["name"], "kind": c.get("kind", "unclassified"),
+                                                      "basis": c.get("basis"), "runs": 0, "passed": 0,
+                                                      "worst_margin": None, "worst_value": None,
+                                                      "worst_seed": None, "threshold": c.get("threshold"),
+                                                      "op": c.get("op"), "failed_seeds": []})
+                entry["runs"] += 1
+                entry["passed"] += bool(c.get("passed"))
+                if not c.get("passed"):
+                    entry["failed_seeds"].append(r["seed"])
+                m = margin(c)
+                if m is not None and (entry["worst_margin"] is None or m < entry["worst_margin"]):
+                    entry["worst_margin"], entry["worst_value"], entry["worst_seed"] = m, c.get("value"), r["seed"]
+        chapters[stem] = {
+            "seeds": sorted(r["seed"] for r in mine),
+            "seeds_ok": sorted(r["seed"] for r in mine if r["ok"]),
+            "errors": {str(r["seed"]): r["error"].splitlines()[0][:200] for r in mine if r["error"]},
+            "wall_seconds_max": max(r["wall_seconds"] for r in mine),
+            "claims": list(claims.values()),
+        }
+    return {"profile": "quick", "device": "cpu", "chapters": chapters,
+            "written": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+
+
+def markdown(summary: dict) -> str:
+    lines = ["# Seed sweep (quick profile, CPU)", "",
+             "| chapter | seeds | all claims hold on | slowest run (s) |", "|---|---|---|---|"]
+    for stem, ch in summary["chapters"].items():
+        lines.append(f"| {stem} | {len(ch['seeds'])} | {len(ch['seeds_ok'])}/{len(ch['seeds'])} | "
+                     f"{ch['wall_seconds_max']:.0f} |")
+    for stem, ch in summary["chapters"].items():
+        lines += ["", f"## {stem}", "", "| claim | kind | passed | worst margin (seed) | failed on seeds |",
+                  "|---|---|---|---|---|"]
+        for c in ch["claims"]:
+            worst = "" if c["worst_margin"] is None else f"{c['worst_margin']:+.3g} ({c['worst_seed']})"
+            kind = c["kind"] + (f" ({c['basis']})" if c.get("basis") else "")
+            lines.append(f"| {c['name'].replace('|', '/')} | {kind} | {c['passed']}/{c['runs']} | {worst} | "
+                         f"{', '.join(map(str, c['failed_seeds']))} |")
+        for seed, err in ch["errors"].items():
+            lines.append(f"\nseed {seed}: {err}")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("names", nargs="*", help="chapter stems (default: every notebook in _toc.yml)")
+    parser.add_argument("--seeds", default=" ".join(map(str, DEFAULT_SEEDS)),
+                        help='seeds, separated by spaces or commas (default "0 1 ... 9")')
+    parser.add_argument("--force", action="store_true", help="re-run even where a valid run is stored")
+    args = parser.parse_args(argv)
+    try:
+        seeds = [int(s) for s in args.seeds.replace(",", " ").split()]
+    except ValueError:
+        parser.error(f"--seeds takes non-negative integers separated by spaces, got {args.seeds!r}")
+    if not seeds or any(s < 0 for s in seeds):
+        parser.error(f"--seeds takes non-negative integers separated by spaces, got {args.seeds!r}")
+    paths = [harness.find_chapter(n) for n in args.names] if args.names else harness.toc_notebooks()
+    order = [p.stem for p in harness.toc_notebooks()]
+    order += [p.stem for p in paths if p.stem not in order]
+    for path in paths:
+        for seed in seeds:
+            r = run_one(path, seed, force=args.force)
+            n_ok = sum(bool(c.get("passed")) for c in r["claims"])
+            print(f"{path.stem:<12} seed {seed:<3} {r['wall_seconds']:7.1f} s   claims {n_ok}/{len(r['claims'])}   "
+                  f"{'ok' if r['ok'] else 'FAILED: ' + r['error'].splitlines()[0][:150]}", flush=True)
+    runs = [json.loads(p.read_text()) for p in sorted(SWEEP.glob("*/seed-*.json"))]
+    keys = {p.stem: source_key(p) for p in harness.toc_notebooks() + paths}
+    runs = [r for r in runs if keys.get(r["chapter"]) == r.get("key")]  # only runs of the current sources
+    summary = summarise(runs, order)
+    harness.REPORTS.mkdir(parents=True, exist_ok=True)
+    (harness.REPORTS / "seeds.json").write_text(json.dumps(summary, indent=1) + "\n")
+    (harness.REPORTS / "seeds.md").write_text(markdown(summary))
+    print(f"reports: {harness.REPORTS / 'seeds.md'}")
+    failed = [f"{stem} (seeds {', '.join(str(s) for s in ch['seeds'] if s not in ch['seeds_ok'])})"
+              for stem, ch in summary["chapters"].items() if ch["seeds_ok"] != ch["seeds"]]
+    if failed:
+        print("chapters with a failing seed: " + "; ".join(failed))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

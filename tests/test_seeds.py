@@ -1,0 +1,56 @@
+"""The seed sweep's arithmetic: margins, pass rates, worst seeds (no chapter is executed)."""
+
+import math
+
+import pytest
+
+import seeds
+
+
+@pytest.mark.parametrize(
+    "claim, expected",
+    [
+        ({"value": 0.8, "op": "<", "threshold": 1.0}, 0.2),
+        ({"value": 1.2, "op": "<=", "threshold": 1.0}, -0.2),
+        ({"value": 3.0, "op": ">", "threshold": 2.0}, 0.5),
+        ({"value": 0.5, "op": "in", "threshold": [0.0, 2.0]}, 0.25),
+        ({"value": 5e-13, "op": "==", "threshold": 0.0, "tol": 1e-12}, 0.5),
+        ({"value": -0.1, "op": "<", "threshold": 0.0}, 0.1),
+        ({"value": True, "op": "==", "threshold": True}, None),
+        ({"value": 1.0, "op": "==", "threshold": 1.0}, None),
+    ],
+)
+def test_margin(claim, expected):
+    m = seeds.margin(claim)
+    assert m == pytest.approx(expected) if expected is not None else m is None
+
+
+def test_nan_has_the_worst_margin():
+    assert seeds.margin({"value": float("nan"), "op": "<", "threshold": 1.0}) == -math.inf
+
+
+def test_summary_reports_pass_rates_and_the_worst_seed():
+    def run(seed, value, ok=True):
+        return {"chapter": "demo", "seed": seed, "ok": ok, "error": "" if ok else "failed claims: c",
+                "wall_seconds": 10.0 + seed,
+                "claims": [{"name": "c", "kind": "empirical", "basis": "statistical", "value": value, "op": "<",
+                            "threshold": 1.0, "passed": value < 1.0},
+                           {"name": "e", "kind": "exact", "value": True, "op": "==", "threshold": True,
+                            "passed": True}]}
+
+    summary = seeds.summarise([run(0, 0.5), run(1, 0.9), run(2, 1.1, ok=False)], ["demo"])
+    ch = summary["chapters"]["demo"]
+    assert ch["seeds"] == [0, 1, 2] and ch["seeds_ok"] == [0, 1] and ch["wall_seconds_max"] == 12.0
+    c, e = ch["claims"]
+    assert (c["passed"], c["runs"], c["failed_seeds"], c["worst_seed"]) == (2, 3, [2], 2)
+    assert c["worst_margin"] == pytest.approx(-0.1) and c["worst_value"] == 1.1
+    assert (e["passed"], e["worst_margin"]) == (3, None)
+    text = seeds.markdown(summary)
+    assert "| demo | 3 | 2/3 | 12 |" in text and "| c | empirical (statistical) | 2/3 | -0.1 (2) | 2 |" in text
+
+
+def test_bad_seed_lists_are_refused():
+    with pytest.raises(SystemExit):
+        seeds.main(["--seeds", "0 x"])
+    with pytest.raises(SystemExit):
+        seeds.main(["--seeds", "-1"])
