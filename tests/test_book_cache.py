@@ -55,3 +55,30 @@ def test_stale_cache_is_cleared_and_fresh_cache_kept(tmp_path, monkeypatch):
     _, config = _init(tmp_path, "lib-bbb")  # library changed: the cache is cleared
     assert not cache.exists()
     assert config.nnapprox_execution_key == "lib-bbb"
+
+
+def test_toc_notebooks_in_reading_order():
+    paths = ext.toc_notebook_paths()
+    assert [p.stem for p in paths] == [p.stem for p in harness.toc_notebooks()]
+    assert paths[0].stem == "intro" and "index" not in [p.stem for p in paths]  # the front page has no code
+
+
+def test_a_build_from_executions_made_beforehand_finds_what_is_missing(tmp_path):
+    """The GPU workflow builds the book from the chapters job's executions
+    (NNAPPROX_REQUIRE_CACHE=1): a chapter without a cached execution must be named before
+    anything runs, and one with an execution must be found."""
+    import jupytext
+    import nbformat
+    from jupyter_cache import get_cache
+    from jupyter_cache.base import CacheBundleIn
+
+    fixtures = Path(__file__).parent / "fixtures"
+    done, missing = fixtures / "slow_cell.md", fixtures / "false_claim.md"
+    cache = tmp_path / ".jupyter_cache"
+    assert ext.uncached_notebooks(cache, [done, missing]) == [done, missing]  # no cache at all
+    nb = jupytext.read(done)
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text="executed beforehand\n")]
+    get_cache(str(cache)).cache_notebook_bundle(CacheBundleIn(nb, str(done)), check_validity=False)
+    assert ext.uncached_notebooks(cache, [done, missing]) == [missing]

@@ -63,6 +63,35 @@ def test_gpu_workflow_runs_the_full_profile_and_publishes():
     assert "PROFILE=full" in runs and "deploy-pages" in uses
 
 
+def test_gpu_workflow_executes_each_chapter_once_and_gates_the_publish():
+    """The book job builds from the chapters job's executions (artifact, cache required) and
+    runs only if every chapter's claims held; the chapters' reports are attached."""
+    spec = yaml.safe_load((ROOT / ".github" / "workflows" / "gpu-book.yml").read_text())
+    jobs = spec["jobs"]
+    chapters, book = jobs["chapters-full"], jobs["book"]
+    assert book["needs"] == "chapters-full" and jobs["deploy"]["needs"] == "book"
+    assert spec["env"]["NNAPPROX_PROFILE"] == "full"  # one execution key for both jobs
+    assert book["env"]["NNAPPROX_REQUIRE_CACHE"] == "1"
+    upload = next(s for s in chapters["steps"] if "upload-artifact" in s.get("uses", ""))
+    paths = upload["with"]["path"]
+    assert upload["with"]["include-hidden-files"] is True
+    assert all(p in paths for p in ("_build/.jupyter_cache", "_build/.nnapprox-execution-key", "_build/reports"))
+    download = next(s for s in book["steps"] if "download-artifact" in s.get("uses", ""))
+    assert download["with"]["name"] == upload["with"]["name"] and download["with"]["path"] == "_build"
+    chapter_runs = [s["run"] for s in chapters["steps"] if "make chapters" in s.get("run", "")]
+    assert chapter_runs and "|| true" not in chapter_runs[0]  # a failed claim fails the job
+    assert not any("make chapters" in s.get("run", "") for s in book["steps"])
+
+
+def test_seed_sweep_runs_weekly_not_on_pull_requests():
+    spec = yaml.safe_load((ROOT / ".github" / "workflows" / "ci.yml").read_text())
+    triggers = spec[True] if True in spec else spec["on"]  # YAML 1.1 reads the key `on` as True
+    assert "schedule" in triggers
+    seeds = spec["jobs"]["seeds"]
+    assert "schedule" in seeds["if"] and "pull_request" not in seeds["if"]
+    assert any("make seeds" in s.get("run", "") for s in seeds["steps"])
+
+
 def test_lock_pins_torch_for_ci_and_pyproject_keeps_ranges():
     lock = (ROOT / "requirements-lock.txt").read_text().splitlines()
     assert "torch==2.13.0" in lock

@@ -79,7 +79,67 @@ def _on_config_inited(app: Sphinx, config) -> None:
     if not cache.is_absolute():
         cache = Path(app.confdir) / cache
     sync_execution_cache(cache, key)
+    if os.environ.get("NNAPPROX_REQUIRE_CACHE", "0") not in ("", "0"):
+        missing = uncached_notebooks(cache, toc_notebook_paths())
+        if missing:
+            from sphinx.errors import ExtensionError
+
+            raise ExtensionError(
+                "NNAPPROX_REQUIRE_CACHE is set, so the book must be built from executions made "
+                f"beforehand, but these chapters have none in {cache} for the current library and profile "
+                f"({key}): {', '.join(p.stem for p in missing)}. Run them first, e.g. "
+                "`NNAPPROX_PROFILE=full make chapters PROFILE=full DEVICE=cuda`."
+            )
+        logger.info(f"[nnapprox] every chapter comes from executions made beforehand ({cache})")
     app.nnapprox_started = time.time()
+
+
+def toc_notebook_paths(root: Path = ROOT) -> list[Path]:
+    """The notebooks (Markdown files with a kernelspec) listed in ``_toc.yml``, in order."""
+    import yaml
+
+    files: list[str] = []
+
+    def walk(entries):
+        for entry in entries or []:
+            if isinstance(entry, dict):
+                if "file" in entry:
+                    files.append(entry["file"])
+                for key in ("chapters", "sections", "parts"):
+                    walk(entry.get(key))
+
+    toc = yaml.safe_load((root / "_toc.yml").read_text()) or {}
+    if "root" in toc:
+        files.insert(0, toc["root"])
+    walk(toc.get("parts"))
+    walk(toc.get("chapters"))
+    paths = [root / (f if f.endswith((".md", ".ipynb")) else f + ".md") for f in files]
+    return [p for p in paths if p.exists() and _is_notebook(p)]
+
+
+def _is_notebook(path: Path) -> bool:
+    """An ``.ipynb``, or a Markdown file whose front matter declares a kernel."""
+    if path.suffix == ".ipynb":
+        return True
+    text = path.read_text()
+    return text.startswith("---") and "kernelspec:" in text.split("---", 2)[1]
+
+
+def uncached_notebooks(cache: Path, paths: list[Path]) -> list[Path]:
+    """Those of ``paths`` whose code cells have no execution in the jupyter-cache at ``cache``."""
+    import jupytext
+    from jupyter_cache import get_cache
+
+    if not cache.exists():
+        return list(paths)
+    jc = get_cache(str(cache))
+    missing = []
+    for path in paths:
+        try:
+            jc.match_cache_notebook(jupytext.read(path))
+        except KeyError:
+            missing.append(path)
+    return missing
 
 
 # --------------------------------------------------------------------------- 2. progress
@@ -128,49 +188,74 @@ class StatusDirective(SphinxDirective):
         return [status_placeholder()]
 
 
+def _toc_order() -> list[str]:
+    """Chapter stems in the order of ``_toc.yml`` (the reading order)."""
+    return [p.stem for p in toc_notebook_paths()]
+
+
 def _status_table() -> nodes.Node:
+    from nnapprox.claims import claims_html, summary
+
+    order = _toc_order()
     records = []
-    for path in sorted(CLAIMS.glob("*.json")):
+    for path in CLAIMS.glob("*.json"):
         try:
             records.append(json.loads(path.read_text()))
         except json.JSONDecodeError:
             continue
+    records.sort(key=lambda r: order.index(r["chapter"]) if r["chapter"] in order else len(order))
     harness = {}
     if (REPORTS / "chapters.json").exists():
         harness = {r["chapter"]: r for r in json.loads((REPORTS / "chapters.json").read_text())}
     if not records:
         return nodes.paragraph(text="No chapter has been executed yet: run `make book` or `make test`.")
-    parts = []
+    parts = [_seeds_html(order)]
     for rec in records:
         claims = rec.get("claims", [])
-        n_pass = sum(bool(c.get("passed")) for c in claims)
         test = harness.get(rec["chapter"])
         test_line = (
             f"; test harness: {test['wall_seconds']:.1f} s wall on {test['profile']}/{test['device']}, "
             f"{'passed' if test['ok'] else 'FAILED'}" if test else ""
         )
         parts.append(
-            f"<h2>{html.escape(rec['chapter'])}</h2><p>profile <b>{html.escape(rec['profile'])}</b>, "
+            f"<h2>{html.escape(rec['chapter'])}: {html.escape(summary(claims))}</h2>"
+            f"<p>profile <b>{html.escape(rec['profile'])}</b>, "
             f"device <b>{html.escape(rec['device'])}</b>, seed {rec['seed']}, "
-            f"{rec['seconds']:.1f} s of execution, {n_pass}/{len(claims)} claims hold "
+            f"{rec['seconds']:.1f} s of execution "
             f"(finished {html.escape(str(rec.get('finished', '?')))}){html.escape(test_line)}.</p>"
         )
-        rows = []
-        for c in claims:
-            thr = c["threshold"]
-            thr_text = f"[{thr[0]:.4g}, {thr[1]:.4g}]" if c["op"] == "in" else _fmt(thr)
-            tol = f" ± {c['tol']:.1e}" if c.get("tol") else ""
-            rows.append(
-                f"<tr><td>{'✅' if c['passed'] else '❌'}</td><td>{html.escape(c['name'])}</td>"
-                f"<td><code>{html.escape(_fmt(c['value']))}</code></td>"
-                f"<td><code>{html.escape(c['op'])} {html.escape(thr_text)}{html.escape(tol)}</code></td>"
-                f"<td>{html.escape(c['source'])}</td></tr>"
-            )
-        parts.append(
-            '<table class="table nnapprox-status"><thead><tr><th></th><th>claim</th><th>measured</th>'
-            f"<th>threshold</th><th>source of the threshold</th></tr></thead><tbody>{''.join(rows)}</tbody></table>"
-        )
+        parts.append(claims_html(claims).replace('class="nnapprox-claims"', 'class="table nnapprox-status"'))
     return nodes.raw("", "\n".join(parts), format="html")
+
+
+def _seeds_html(order: list[str]) -> str:
+    """The seed sweep's table (``make seeds``), or a sentence saying how to produce it."""
+    path = REPORTS / "seeds.json"
+    if not path.exists():
+        return ("<h2>Seed sweep</h2><p>No seed sweep on this machine yet: <code>make seeds</code> runs "
+                "every chapter at the quick profile on seeds 0&#8211;9.</p>")
+    sweep = json.loads(path.read_text())
+    rows, details = [], []
+    chapters = sorted(sweep.get("chapters", {}).items(),
+                      key=lambda kv: order.index(kv[0]) if kv[0] in order else len(order))
+    for stem, ch in chapters:
+        n, ok = len(ch["seeds"]), len(ch["seeds_ok"])
+        rows.append(f"<tr><td>{html.escape(stem)}</td><td>{n}</td>"
+                    f'<td class="{"nnapprox-pass" if ok == n else "nnapprox-fail"}">{ok}/{n}</td>'
+                    f"<td>{ch['wall_seconds_max']:.0f}</td></tr>")
+        shaky = [c for c in ch["claims"] if c["passed"] < c["runs"]]
+        for c in shaky:
+            details.append(f"<li>{html.escape(stem)}: {html.escape(c['name'])} held on {c['passed']}/{c['runs']} "
+                           f"seeds (failed on {', '.join(map(str, c['failed_seeds']))})</li>")
+    fails = f"<p>Claims that failed on some seed:</p><ul>{''.join(details)}</ul>" if details else (
+        "<p>Every claim held on every seed of the sweep.</p>")
+    return (
+        f"<h2>Seed sweep</h2><p>Quick profile on the CPU, written {html.escape(sweep.get('written', '?'))}; "
+        "per claim pass rates and worst margins are in <code>_build/reports/seeds.md</code>.</p>"
+        '<table class="table nnapprox-status"><thead><tr><th>chapter</th><th>seeds</th>'
+        "<th>all claims hold on</th><th>slowest run (s)</th></tr></thead>"
+        f"<tbody>{''.join(rows)}</tbody></table>{fails}"
+    )
 
 
 def _fmt(x) -> str:
@@ -253,8 +338,14 @@ def _on_html_page_context(app: Sphinx, pagename, templatename, context, doctree)
                 b["url"] = f"https://colab.research.google.com/github/{repo}/blob/gh-pages/_notebooks/{stem}.ipynb"
 
 
+def _add_static(app: Sphinx) -> None:
+    app.config.html_static_path.append(str(Path(__file__).resolve().parent / "static"))
+
+
 def setup(app: Sphinx):
     app.add_config_value("nnapprox_execution_key", "", "env")
+    app.connect("builder-inited", _add_static)
+    app.add_css_file("nnapprox.css")
     app.nnapprox_failed = []
     app.connect("config-inited", _on_config_inited)
     app.connect("doctree-read", _on_doctree_read)
