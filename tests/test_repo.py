@@ -105,3 +105,30 @@ def test_environment_yml_installs_the_package_with_its_extras():
     env = yaml.safe_load((ROOT / "environment.yml").read_text())
     pip = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict))
     assert any(line.startswith("-e .[") for line in pip)
+
+
+def test_front_page_maps_every_chapter_before_any_code():
+    """The root page is what a textbook's first page is: audience, thesis, map; no code."""
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    index = (ROOT / (toc["root"] + ".md")).read_text()
+    assert "code-cell" not in index and "Who it is for" in index
+    import harness
+
+    for path in harness.toc_notebooks():
+        target = path.relative_to(ROOT / "book").as_posix() if path.parent.name == "book" else \
+            "../" + path.relative_to(ROOT).as_posix()
+        assert "{doc}`" + target.removesuffix(".md") + "`" in index, f"the front page does not map {path.name}"
+
+
+def test_chapter_code_lines_fit_the_page():
+    """No code line of a chapter runs past 100 characters (the reader's first screen)."""
+    import jupytext
+
+    import harness
+
+    long = []
+    for path in harness.toc_notebooks():
+        for cell in jupytext.read(path).cells:
+            if cell.cell_type == "code":
+                long += [f"{path.name}: {line[:60]}..." for line in cell.source.splitlines() if len(line) > 100]
+    assert not long, f"{len(long)} code lines over 100 characters:\n" + "\n".join(long[:20])
