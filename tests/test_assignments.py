@@ -210,7 +210,8 @@ def test_student_notebook_has_no_solutions(built, name):
 
 
 def test_batch_grading_survives_crash_and_infinite_loop(built, tmp_path):
-    """good / wrong / crashing / non-terminating: four rows, right scores and statuses, in time."""
+    """good / wrong / crashing / non-terminating / memory-hungry / patching: one row each, with
+    the right scores, statuses and flags, in time, and a feedback file per submission."""
     folder = built["intro"]
     solution = asg.solution_notebook(folder)
     nb = nbformat.read(solution, as_version=4)
@@ -226,13 +227,32 @@ def test_batch_grading_survives_crash_and_infinite_loop(built, tmp_path):
     # never terminates (sleeps rather than spins, to spare the test machine's CPU)
     _write_variant(solution, tmp_path / "d_loop.ipynb",
                    _insert_code(first, "import time\nwhile True:\n    time.sleep(0.05)"))
+    # asks for 8 GiB: stopped by the worker's memory limit, the rest still graded
+    _write_variant(solution, tmp_path / "e_memory.ipynb",
+                   _insert_code(first, "import torch\nhog = torch.ones(2**31)"))
+    # fakes every allclose-based test in its own kernel: graded, but flagged
+    _write_variant(solution, tmp_path / "f_patch.ipynb",
+                   _insert_code(first, "import torch\ntorch.allclose = lambda *a, **k: True"))
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    for f in tmp_path.glob("*.ipynb"):
+        f.rename(subs / f.name)
     out = tmp_path / "scores.csv"
     start = time.perf_counter()
-    rows = asg.grade("intro", tmp_path, timeout=LOOP_TIMEOUT, jobs=2, build_dir=folder.parent, out=out)
+    rows = asg.grade("intro", subs, timeout=LOOP_TIMEOUT, jobs=2, build_dir=folder.parent, out=out,
+                     memory_mb=4096)
     elapsed = time.perf_counter() - start
 
     by = {Path(r.submission).stem: r for r in rows}
-    assert list(by) == ["a_good", "b_wrong", "c_crash", "d_loop"]
+    assert list(by) == ["a_good", "b_wrong", "c_crash", "d_loop", "e_memory", "f_patch"]
+    assert by["e_memory"].status == "error" and "allocate" in by["e_memory"].message
+    assert by["e_memory"].scores == by["a_good"].possible  # its own cell failed, the answers stand
+    assert by["f_patch"].flags == ["reassigns torch.allclose"] and not by["a_good"].flags
+    feedback = json.loads((tmp_path / "feedback" / "b_wrong.json").read_text())
+    tests = feedback["questions"][question]["tests"]
+    assert tests and any(not t["passed"] for t in tests) and all("hidden" in t for t in tests)
+    assert all(t["passed"] for q in feedback["questions"] if q != question
+               for t in feedback["questions"][q]["tests"])
     full = by["a_good"].possible
     assert (by["a_good"].status, by["a_good"].scores) == ("ok", full)
     assert by["b_wrong"].status == "ok"
@@ -242,13 +262,15 @@ def test_batch_grading_survives_crash_and_infinite_loop(built, tmp_path):
     assert by["d_loop"].status == "timeout"
     assert by["d_loop"].scores == {q: 0.0 for q in full}
     assert by["d_loop"].seconds < LOOP_TIMEOUT + 20
-    assert elapsed < 2 * LOOP_TIMEOUT + 60
+    assert elapsed < 3 * LOOP_TIMEOUT + 60
 
-    table = out.read_text().splitlines()
-    assert table[0].split(",")[:2] == ["submission", "status"]
-    assert table[0].split(",")[-4:] == ["total", "possible", "seconds", "message"]
-    assert len(table) == 5
-    assert [line.split(",")[1] for line in table[1:]] == ["ok", "ok", "error", "timeout"]
+    import csv
+
+    table = list(csv.DictReader(out.open()))
+    assert list(table[0])[:3] == ["submission", "student_id", "status"]
+    assert list(table[0])[-7:] == ["total", "possible", "late_hours", "flags", "superseded", "seconds", "message"]
+    assert [r["status"] for r in table] == ["ok", "ok", "error", "timeout", "error", "ok"]
+    assert table[5]["flags"] == "reassigns torch.allclose"
 
 
 def test_dead_kernel_and_broken_file_are_errors(built, tmp_path):

@@ -29,6 +29,13 @@ def main(argv: list[str] | None = None) -> int:
                          help="CSV file (default: <folder>/scores-<name>.csv)")
     p_grade.add_argument("--jobs", type=int, default=1, help="submissions graded at once (default: 1)")
     p_grade.add_argument("--build-dir", type=Path, default=BUILD, help=f"built assignments (default: {BUILD})")
+    p_grade.add_argument("--memory-mb", type=float, default=4096.0,
+                         help="address-space limit per submission in MiB (default: 4096; 0: none)")
+    p_grade.add_argument("--id-regex", default=None,
+                         help="regular expression taking the student ID from the file name (group 'id' "
+                              "or the first group); only each student's latest file is graded")
+    p_grade.add_argument("--deadline", default=None,
+                         help="ISO 8601 time (UTC unless an offset is given): fills the late_hours column")
     args = parser.parse_args(argv)
 
     try:
@@ -47,10 +54,14 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "grade":
             out = args.out or Path(args.folder) / f"scores-{args.name}.csv"
             rows = grade(args.name, args.folder, timeout=args.timeout, out=out, jobs=args.jobs,
-                         build_dir=args.build_dir, progress=True)
+                         build_dir=args.build_dir, progress=True, memory_mb=args.memory_mb or None,
+                         id_regex=args.id_regex, deadline=args.deadline)
             counts = {s: sum(r.status == s for r in rows) for s in ("ok", "error", "timeout")}
             print(f"{len(rows)} submissions graded ({counts['ok']} ok, {counts['error']} error, "
-                  f"{counts['timeout']} timeout): {out}")
+                  f"{counts['timeout']} timeout): {out}; feedback in {Path(out).parent / 'feedback'}")
+            flagged = [r.submission for r in rows if r.flags]
+            if flagged:
+                print(f"flagged for a look: {', '.join(flagged)} (see the flags column)")
     except AssignmentError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -5,7 +5,9 @@ infinite loop in the student's notebook ends this process only:
 
     python -m nnapprox.assignments._worker AUTOGRADER.zip SUBMISSION RESULT.json
 
-The JSON holds ``{"questions": {name: [score, possible]}, "cell_errors": [...]}``.
+The JSON holds ``{"questions": {name: [score, possible]}, "cell_errors": [...], "tests":
+{name: [{"test", "hidden", "passed", "points", "message"}, ...]}}``: the per-test results
+that the instructor's feedback files are made of.
 """
 
 from __future__ import annotations
@@ -28,6 +30,17 @@ def _cell_errors(notebook) -> list[str]:
     return errors
 
 
+def _test_results(test_file) -> list[dict]:
+    """Each test case of one question: public or hidden, passed, points, otter's message."""
+    out = []
+    for tcr in getattr(test_file, "test_case_results", None) or []:
+        tc = tcr.test_case
+        out.append({"test": tc.name, "hidden": bool(tc.hidden), "passed": bool(tcr.passed),
+                    "points": None if tc.points is None else float(tc.points),
+                    "message": (tcr.message or "").strip()[-1500:]})
+    return out
+
+
 def main(argv: list[str]) -> int:
     autograder, submission, result_path = argv
     from otter.run import main as otter_run
@@ -47,6 +60,7 @@ def main(argv: list[str]) -> int:
             name: [float(tf.score), float(tf.possible)] for name, tf in sorted(results.results.items())
         },
         "cell_errors": _cell_errors(results.notebook),
+        "tests": {name: _test_results(tf) for name, tf in sorted(results.results.items())},
     }
     with open(result_path, "w") as f:
         json.dump(summary, f)

@@ -6,6 +6,14 @@ starts its own Jupyter kernel); when it exceeds ``timeout`` seconds, that proces
 process it started are killed and the submission gets the status ``timeout``. A crash
 (a cell that raises, a kernel that dies, a file that is not a notebook) gives ``error``.
 Either way the batch goes on, and every submission gets its row.
+
+The worker's address space is limited (``memory_mb``, default 4 GiB; the kernel inherits the
+limit), so a submission that allocates without bound fails with a memory error instead of
+taking the machine down. Each row also says who submitted (``--id-regex``), whether the file
+superseded older ones of the same student (only the latest is graded), how many hours late it
+was (``--deadline``), and which protected attributes its code reassigns (flags: see
+:mod:`.roster`). Next to the CSV, ``feedback/<submission>.json`` lists every test of every
+question, public or hidden, with its result and otter's message.
 """
 
 from __future__ import annotations
@@ -22,6 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import roster
 from .build import BUILD, AssignmentError, autograder_zip, build_one, master_path
 
 STATUSES = ("ok", "error", "timeout")
@@ -37,6 +46,11 @@ class Row:
     possible: dict[str, float] = field(default_factory=dict)
     seconds: float = 0.0
     message: str = ""
+    student_id: str = ""
+    late_hours: float = 0.0
+    flags: list[str] = field(default_factory=list)
+    superseded: list[str] = field(default_factory=list)
+    tests: dict[str, list[dict]] = field(default_factory=dict)
 
     @property
     def total(self) -> float:
@@ -94,9 +108,21 @@ def _last_line(text: str) -> str:
     return lines[-1][:300] if lines else ""
 
 
+def _limit_memory(memory_mb: float):
+    """A ``preexec_fn`` that caps the address space of the worker and everything it starts."""
+    def apply():
+        import resource
+
+        limit = int(memory_mb * 2**20)
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+    return apply
+
+
 def grade_submission(zip_path: Path | str, submission: Path | str, timeout: float,
-                     points: dict[str, float] | None = None) -> Row:
-    """Grade one submission in a separate process with a wall-clock limit of ``timeout`` s."""
+                     points: dict[str, float] | None = None, memory_mb: float | None = 4096.0) -> Row:
+    """Grade one submission in a separate process with a wall-clock limit of ``timeout`` s
+    and an address-space limit of ``memory_mb`` MiB (``None``: no limit)."""
     points = points if points is not None else question_points(zip_path)
     submission = Path(submission)
     row = Row(submission.name, "error", {q: 0.0 for q in points}, dict(points))
@@ -112,7 +138,7 @@ def grade_submission(zip_path: Path | str, submission: Path | str, timeout: floa
                 [sys.executable, "-m", "nnapprox.assignments._worker",
                  str(Path(zip_path).resolve()), str(submission.resolve()), str(result_path)],
                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=tmp, env=env,
-                start_new_session=True,
+                start_new_session=True, preexec_fn=_limit_memory(memory_mb) if memory_mb else None,
             )
             try:
                 returncode = proc.wait(timeout=timeout)
@@ -127,12 +153,16 @@ def grade_submission(zip_path: Path | str, submission: Path | str, timeout: floa
             row.message = f"killed after {timeout:g} s without a result (infinite loop or too slow?)"
             return row
         if returncode != 0 or not result_path.exists():
-            row.message = f"grading failed (exit code {returncode}): {_last_line(log_text)}"
+            memory = "MemoryError" in log_text or "can't allocate memory" in log_text
+            row.message = (f"grading failed (exit code {returncode})"
+                           f"{f' (memory limit {memory_mb:g} MiB?)' if memory and memory_mb else ''}: "
+                           f"{_last_line(log_text)}")
             return row
         summary = json.loads(result_path.read_text())
     for name, (score, possible) in summary["questions"].items():
         row.scores[name] = score
         row.possible[name] = possible
+    row.tests = summary.get("tests", {})
     errors = summary["cell_errors"]
     if errors:
         row.status = "error"
@@ -143,35 +173,67 @@ def grade_submission(zip_path: Path | str, submission: Path | str, timeout: floa
     return row
 
 
+COLUMNS_BEFORE = ["submission", "student_id", "status"]
+COLUMNS_AFTER = ["total", "possible", "late_hours", "flags", "superseded", "seconds", "message"]
+
+
 def write_csv(rows: list[Row], path: Path | str) -> Path:
-    """One line per submission: submission, status, one column per question, total, possible, seconds, message."""
+    """One line per graded submission: who, status, one column per question, total, possible,
+    hours late, flags, the older copies it superseded, seconds, message."""
     questions = sorted({q for row in rows for q in row.possible})
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w", newline="") as f:
         writer = csv.writer(f)
-        writer.writerow(["submission", "status", *questions, "total", "possible", "seconds", "message"])
+        writer.writerow([*COLUMNS_BEFORE, *questions, *COLUMNS_AFTER])
         for row in rows:
             writer.writerow([
-                row.submission, row.status, *(f"{row.scores.get(q, 0.0):g}" for q in questions),
-                f"{row.total:g}", f"{row.total_possible:g}", f"{row.seconds:.1f}", row.message,
+                row.submission, row.student_id, row.status, *(f"{row.scores.get(q, 0.0):g}" for q in questions),
+                f"{row.total:g}", f"{row.total_possible:g}", f"{row.late_hours:.2f}", "; ".join(row.flags),
+                "; ".join(row.superseded), f"{row.seconds:.1f}", row.message,
             ])
     return path
 
 
+def write_feedback(rows: list[Row], folder: Path | str) -> Path:
+    """``<folder>/<submission stem>.json`` per row: status, scores, and every test's result."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    for row in rows:
+        (folder / f"{Path(row.submission).stem}.json").write_text(json.dumps({
+            "submission": row.submission, "student_id": row.student_id, "status": row.status,
+            "message": row.message, "flags": row.flags, "late_hours": row.late_hours,
+            "questions": {q: {"score": row.scores.get(q, 0.0), "possible": p, "tests": row.tests.get(q, [])}
+                          for q, p in sorted(row.possible.items())},
+        }, indent=1) + "\n")
+    return folder
+
+
 def grade(name: str, folder: Path | str, *, timeout: float = 300.0, out: Path | str | None = None,
-          jobs: int = 1, build_dir: Path | str = BUILD, progress: bool = False) -> list[Row]:
-    """Grade every submission in ``folder`` against assignment ``name``; write the CSV to ``out``.
+          jobs: int = 1, build_dir: Path | str = BUILD, progress: bool = False,
+          memory_mb: float | None = 4096.0, id_regex: str | None = None,
+          deadline: str | None = None) -> list[Row]:
+    """Grade the submissions in ``folder`` against assignment ``name``; write the CSV to ``out``
+    and the feedback files to ``<out's folder>/feedback/``.
 
     The autograder is taken from ``<build_dir>/<name>`` (built first if missing). ``jobs``
-    submissions are graded at the same time, each in its own process.
+    submissions are graded at the same time, each in its own process. With ``id_regex`` only
+    each student's latest file is graded (the others are listed in its row); ``deadline`` (ISO
+    8601, UTC unless an offset is given) fills the ``late_hours`` column.
     """
     master_path(name)  # unknown name: error listing the valid ones
     if timeout <= 0:
         raise AssignmentError(f"timeout must be positive, got {timeout}")
     if jobs < 1:
         raise AssignmentError(f"jobs must be >= 1, got {jobs}")
-    subs = submissions_in(folder)
+    if memory_mb is not None and memory_mb < 512:
+        raise AssignmentError(f"memory_mb must be at least 512 (MiB) or None for no limit, got {memory_mb}")
+    try:
+        regex = roster.compile_id_regex(id_regex)
+        when = roster.parse_deadline(deadline)
+    except ValueError as e:
+        raise AssignmentError(str(e)) from None
+    subs, superseded = roster.latest_per_student(submissions_in(folder), regex)
     built = Path(build_dir) / name
     zip_path = autograder_zip(built)
     if not zip_path.exists():
@@ -180,7 +242,13 @@ def grade(name: str, folder: Path | str, *, timeout: float = 300.0, out: Path | 
     points = question_points(zip_path)
 
     def one(sub: Path) -> Row:
-        row = grade_submission(zip_path, sub, timeout, points)
+        row = grade_submission(zip_path, sub, timeout, points, memory_mb)
+        row.student_id = roster.student_id(sub.name, regex)
+        row.late_hours = roster.hours_late(sub, when)
+        row.superseded = [p.name for p in superseded.get(sub, [])]
+        row.flags = [f"reassigns {attr}" for attr in roster.patched_attributes(roster.notebook_sources(sub))]
+        if regex is not None and not row.student_id:
+            row.flags.append("file name does not match --id-regex")
         if progress:
             print(f"{row.submission}: {row.status} {row.total:g}/{row.total_possible:g} "
                   f"({row.seconds:.1f} s) {row.message}", file=sys.stderr, flush=True)
@@ -190,4 +258,5 @@ def grade(name: str, folder: Path | str, *, timeout: float = 300.0, out: Path | 
         rows = list(pool.map(one, subs))
     if out is not None:
         write_csv(rows, out)
+        write_feedback(rows, Path(out).parent / "feedback")
     return rows
