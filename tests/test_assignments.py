@@ -297,3 +297,27 @@ def test_cli_errors(tmp_path, capsys):
     assert main(["build", "nope"]) == 2
     assert main(["list"]) == 0
     assert "intro" in capsys.readouterr().out.split()
+
+
+def test_release_ties_the_handed_out_notebook_to_its_autograder(built, tmp_path, monkeypatch):
+    import importlib
+
+    from nnapprox.assignments import roster
+
+    asg_build = importlib.import_module("nnapprox.assignments.build")  # the module, not the function
+
+    folder = built["intro"]
+    manifest = asg_build.check_release(folder, "intro")
+    assert manifest["master_sha256"] == asg_build.master_sha256("intro")
+    assert roster.notebook_release(asg.student_notebook(folder)) == manifest["release"]
+    student = nbformat.read(asg.student_notebook(folder), as_version=4)
+    assert "show_question_points" not in json.dumps(student.metadata)
+    # a notebook handed out with another release is graded but flagged
+    student.metadata["nnapprox"]["release"] = "0123456789ab"
+    nbformat.write(student, tmp_path / "old_release.ipynb")
+    (row,) = asg.grade("intro", tmp_path, timeout=GRADE_TIMEOUT, build_dir=folder.parent)
+    assert row.flags == [f"handed-out release 0123456789ab, graded with {manifest['release']}"]
+    # a master edited after the build: grading stops with a message, unless told otherwise
+    monkeypatch.setattr(asg_build, "master_sha256", lambda name: "f" * 64)
+    with pytest.raises(asg.AssignmentError, match="changed after"):
+        asg.grade("intro", tmp_path, timeout=GRADE_TIMEOUT, build_dir=folder.parent)

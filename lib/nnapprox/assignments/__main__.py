@@ -34,6 +34,8 @@ def main(argv: list[str] | None = None) -> int:
     p_grade.add_argument("--id-regex", default=None,
                          help="regular expression taking the student ID from the file name (group 'id' "
                               "or the first group); only each student's latest file is graded")
+    p_grade.add_argument("--allow-stale", action="store_true",
+                         help="grade even if the master changed since the autograder was built")
     p_grade.add_argument("--deadline", default=None,
                          help="ISO 8601 time (UTC unless an offset is given): fills the late_hours column")
     args = parser.parse_args(argv)
@@ -55,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
             out = args.out or Path(args.folder) / f"scores-{args.name}.csv"
             rows = grade(args.name, args.folder, timeout=args.timeout, out=out, jobs=args.jobs,
                          build_dir=args.build_dir, progress=True, memory_mb=args.memory_mb or None,
-                         id_regex=args.id_regex, deadline=args.deadline)
+                         id_regex=args.id_regex, deadline=args.deadline, allow_stale=args.allow_stale)
             counts = {s: sum(r.status == s for r in rows) for s in ("ok", "error", "timeout")}
             print(f"{len(rows)} submissions graded ({counts['ok']} ok, {counts['error']} error, "
                   f"{counts['timeout']} timeout): {out}; feedback in {Path(out).parent / 'feedback'}")

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import roster
-from .build import BUILD, AssignmentError, autograder_zip, build_one, master_path
+from .build import BUILD, AssignmentError, autograder_zip, build_one, check_release, master_path
 
 STATUSES = ("ok", "error", "timeout")
 
@@ -212,7 +212,7 @@ def write_feedback(rows: list[Row], folder: Path | str) -> Path:
 def grade(name: str, folder: Path | str, *, timeout: float = 300.0, out: Path | str | None = None,
           jobs: int = 1, build_dir: Path | str = BUILD, progress: bool = False,
           memory_mb: float | None = 4096.0, id_regex: str | None = None,
-          deadline: str | None = None) -> list[Row]:
+          deadline: str | None = None, allow_stale: bool = False) -> list[Row]:
     """Grade the submissions in ``folder`` against assignment ``name``; write the CSV to ``out``
     and the feedback files to ``<out's folder>/feedback/``.
 
@@ -239,6 +239,10 @@ def grade(name: str, folder: Path | str, *, timeout: float = 300.0, out: Path | 
     if not zip_path.exists():
         built = build_one(name, build_dir)
         zip_path = autograder_zip(built)
+    if allow_stale:
+        release = json.loads((built / "release.json").read_text()).get("release") if (built / "release.json").exists() else None
+    else:
+        release = check_release(built, name)["release"]
     points = question_points(zip_path)
 
     def one(sub: Path) -> Row:
@@ -247,6 +251,9 @@ def grade(name: str, folder: Path | str, *, timeout: float = 300.0, out: Path | 
         row.late_hours = roster.hours_late(sub, when)
         row.superseded = [p.name for p in superseded.get(sub, [])]
         row.flags = [f"reassigns {attr}" for attr in roster.patched_attributes(roster.notebook_sources(sub))]
+        handed_out = roster.notebook_release(sub)
+        if release and handed_out and handed_out != release:
+            row.flags.append(f"handed-out release {handed_out}, graded with {release}")
         if regex is not None and not row.student_id:
             row.flags.append("file name does not match --id-regex")
         if progress:

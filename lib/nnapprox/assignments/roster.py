@@ -101,22 +101,32 @@ def hours_late(path: Path, deadline: dt.datetime | None) -> float:
     return max(0.0, (submission_time(path) - deadline).total_seconds() / 3600.0)
 
 
-def notebook_sources(path: Path) -> list[str]:
-    """The code cells of a submission (``.ipynb``, or the notebook inside otter's ``.zip``)."""
+def _read_notebook(path: Path):
     import nbformat
 
+    if path.suffix == ".zip":
+        with zipfile.ZipFile(path) as zf:
+            name = next((n for n in zf.namelist() if n.endswith(".ipynb")), None)
+            return None if name is None else nbformat.reads(zf.read(name).decode(), as_version=4)
+    return nbformat.read(path, as_version=4)
+
+
+def notebook_release(path: Path) -> str | None:
+    """The release id a handed-out notebook carries (``metadata.nnapprox.release``), if any."""
     try:
-        if path.suffix == ".zip":
-            with zipfile.ZipFile(path) as zf:
-                name = next((n for n in zf.namelist() if n.endswith(".ipynb")), None)
-                if name is None:
-                    return []
-                nb = nbformat.reads(zf.read(name).decode(), as_version=4)
-        else:
-            nb = nbformat.read(path, as_version=4)
+        nb = _read_notebook(path)
+    except Exception:  # noqa: BLE001 - unreadable: graded (and reported) as an error
+        return None
+    return ((nb.metadata.get("nnapprox") or {}).get("release")) if nb is not None else None
+
+
+def notebook_sources(path: Path) -> list[str]:
+    """The code cells of a submission (``.ipynb``, or the notebook inside otter's ``.zip``)."""
+    try:
+        nb = _read_notebook(path)
     except Exception:  # noqa: BLE001 - an unreadable file is graded (and reported) as an error
         return []
-    return [c.source for c in nb.cells if c.cell_type == "code"]
+    return [] if nb is None else [c.source for c in nb.cells if c.cell_type == "code"]
 
 
 def patched_attributes(sources: list[str]) -> list[str]:
