@@ -321,3 +321,40 @@ def test_release_ties_the_handed_out_notebook_to_its_autograder(built, tmp_path,
     monkeypatch.setattr(asg_build, "master_sha256", lambda name: "f" * 64)
     with pytest.raises(asg.AssignmentError, match="changed after"):
         asg.grade("intro", tmp_path, timeout=GRADE_TIMEOUT, build_dir=folder.parent)
+
+
+def test_hand_graded_questions_are_collected_and_their_points_merged(built, tmp_path):
+    """collect-manual: one review page per hand-graded question with the reference answer and
+    every (anonymised) answer, a points template; grade --manual adds the points."""
+    from nnapprox.assignments import manual
+
+    questions = manual.manual_questions("icl")
+    assert [q.name for q in questions] == ["q4"] and "Reference answer" in questions[0].reference
+    folder = built["icl"]
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    student = nbformat.read(asg.student_notebook(folder), as_version=4)
+    answer = next(c for c in student.cells if c.cell_type == "markdown"
+                  and "otter_answer_cell" in c.metadata.get("tags", []))
+    answer.source = "One LSA layer is linear in the query and quadratic in the context."
+    nbformat.write(student, subs / "s01_icl.ipynb")
+    (subs / "s02_icl.ipynb").write_bytes(asg.student_notebook(folder).read_bytes())
+    csv_path = manual.collect("icl", subs, tmp_path / "manual", anonymise=True, id_regex=r"^(s\d+)_")
+    page = (tmp_path / "manual" / "manual-icl-q4.html").read_text()
+    assert "Reference answer" in page and "quadratic in the context" in page and "S01" in page
+    assert "s01_icl" not in page  # anonymised; the key is a separate file
+    assert "s01_icl.ipynb,s01" in (tmp_path / "manual" / "manual-icl-key.csv").read_text()
+    with pytest.raises(asg.AssignmentError, match="line 2, column q4: '' is not a number"):
+        manual.read_points("icl", csv_path)
+    lines = csv_path.read_text().splitlines()
+    lines[1] = lines[1].replace(",S01,,,", ",S01,,1.5,")
+    lines[2] = lines[2].replace(",S02,,,", ",S02,,3,")
+    csv_path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(asg.AssignmentError, match="3 is outside 0 to 2 points"):
+        manual.read_points("icl", csv_path)
+    csv_path.write_text(csv_path.read_text().replace(",S02,,3,", ",S02,,0,"))
+    assert manual.read_points("icl", csv_path) == {"s01_icl.ipynb": {"q4": 1.5}, "s02_icl.ipynb": {"q4": 0.0}}
+    rows = asg.grade("icl", subs, timeout=GRADE_TIMEOUT, jobs=2, build_dir=folder.parent, manual=csv_path)
+    by = {r.submission: r for r in rows}
+    assert by["s01_icl.ipynb"].scores["q4"] == 1.5 and by["s01_icl.ipynb"].possible["q4"] == 2.0
+    assert by["s02_icl.ipynb"].scores["q4"] == 0.0

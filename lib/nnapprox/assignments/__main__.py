@@ -34,10 +34,19 @@ def main(argv: list[str] | None = None) -> int:
     p_grade.add_argument("--id-regex", default=None,
                          help="regular expression taking the student ID from the file name (group 'id' "
                               "or the first group); only each student's latest file is graded")
+    p_grade.add_argument("--manual", type=Path, default=None,
+                         help="filled manual-NAME.csv from collect-manual: adds the hand-graded points")
     p_grade.add_argument("--allow-stale", action="store_true",
                          help="grade even if the master changed since the autograder was built")
     p_grade.add_argument("--deadline", default=None,
                          help="ISO 8601 time (UTC unless an offset is given): fills the late_hours column")
+    p_manual = sub.add_parser("collect-manual",
+                              help="review pages and a points template for the hand-graded questions")
+    p_manual.add_argument("name", metavar="NAME")
+    p_manual.add_argument("folder", type=Path)
+    p_manual.add_argument("--out", type=Path, default=None, help="output folder (default: <folder>/manual)")
+    p_manual.add_argument("--anonymise", action="store_true", help="show submissions as S01, S02, ...")
+    p_manual.add_argument("--id-regex", default=None, help="as for grade")
     args = parser.parse_args(argv)
 
     try:
@@ -53,11 +62,19 @@ def main(argv: list[str] | None = None) -> int:
                 built = build_one(name, args.out, check=not args.no_check)
                 print(f"{name}: {student_notebook(built)}  {autograder_zip(built)}  "
                       f"({time.perf_counter() - start:.0f} s)")
+        elif args.command == "collect-manual":
+            from .manual import collect
+
+            csv_path = collect(args.name, args.folder, args.out or Path(args.folder) / "manual",
+                               anonymise=args.anonymise, id_regex=args.id_regex)
+            print(f"review pages and the points template: {csv_path.parent} ({csv_path.name}); "
+                  f"fill it in, then: grade {args.name} {args.folder} --manual {csv_path}")
         elif args.command == "grade":
             out = args.out or Path(args.folder) / f"scores-{args.name}.csv"
             rows = grade(args.name, args.folder, timeout=args.timeout, out=out, jobs=args.jobs,
                          build_dir=args.build_dir, progress=True, memory_mb=args.memory_mb or None,
-                         id_regex=args.id_regex, deadline=args.deadline, allow_stale=args.allow_stale)
+                         id_regex=args.id_regex, deadline=args.deadline, allow_stale=args.allow_stale,
+                         manual=args.manual)
             counts = {s: sum(r.status == s for r in rows) for s in ("ok", "error", "timeout")}
             print(f"{len(rows)} submissions graded ({counts['ok']} ok, {counts['error']} error, "
                   f"{counts['timeout']} timeout): {out}; feedback in {Path(out).parent / 'feedback'}")

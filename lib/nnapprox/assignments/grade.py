@@ -212,14 +212,16 @@ def write_feedback(rows: list[Row], folder: Path | str) -> Path:
 def grade(name: str, folder: Path | str, *, timeout: float = 300.0, out: Path | str | None = None,
           jobs: int = 1, build_dir: Path | str = BUILD, progress: bool = False,
           memory_mb: float | None = 4096.0, id_regex: str | None = None,
-          deadline: str | None = None, allow_stale: bool = False) -> list[Row]:
+          deadline: str | None = None, allow_stale: bool = False,
+          manual: Path | str | None = None) -> list[Row]:
     """Grade the submissions in ``folder`` against assignment ``name``; write the CSV to ``out``
     and the feedback files to ``<out's folder>/feedback/``.
 
     The autograder is taken from ``<build_dir>/<name>`` (built first if missing). ``jobs``
     submissions are graded at the same time, each in its own process. With ``id_regex`` only
     each student's latest file is graded (the others are listed in its row); ``deadline`` (ISO
-    8601, UTC unless an offset is given) fills the ``late_hours`` column.
+    8601, UTC unless an offset is given) fills the ``late_hours`` column. ``manual`` is a filled
+    ``manual-NAME.csv`` (:mod:`.manual`): its points are added to each row.
     """
     master_path(name)  # unknown name: error listing the valid ones
     if timeout <= 0:
@@ -234,6 +236,17 @@ def grade(name: str, folder: Path | str, *, timeout: float = 300.0, out: Path | 
     except ValueError as e:
         raise AssignmentError(str(e)) from None
     subs, superseded = roster.latest_per_student(submissions_in(folder), regex)
+    hand: dict[str, dict[str, float]] = {}
+    hand_possible: dict[str, float] = {}
+    if manual is not None:
+        from .manual import manual_questions, read_points
+
+        hand = read_points(name, manual)
+        hand_possible = {q.name: q.points for q in manual_questions(name)}
+        ungraded = [s.name for s in subs if s.name not in hand]
+        if ungraded:
+            raise AssignmentError(f"{manual} has no points for {', '.join(ungraded)}: "
+                                  f"run collect-manual again or add their rows")
     built = Path(build_dir) / name
     zip_path = autograder_zip(built)
     if not zip_path.exists():
@@ -247,6 +260,9 @@ def grade(name: str, folder: Path | str, *, timeout: float = 300.0, out: Path | 
 
     def one(sub: Path) -> Row:
         row = grade_submission(zip_path, sub, timeout, points, memory_mb)
+        for q, top in hand_possible.items():
+            row.scores[q] = hand.get(sub.name, {}).get(q, 0.0)
+            row.possible[q] = top
         row.student_id = roster.student_id(sub.name, regex)
         row.late_hours = roster.hours_late(sub, when)
         row.superseded = [p.name for p in superseded.get(sub, [])]
