@@ -70,7 +70,12 @@ def expanding_layer(
 ) -> tuple[Step, Float[Tensor, "d d"]]:
     r"""A generic :math:`K`-Lipschitz linear layer :math:`U(z) = K Q z` with a random orthogonal ``Q``.
 
-    It stretches every error by exactly ``K``, so it realises the worst case of the recursion.
+    It stretches every error by exactly ``K``, so the composed error grows at the worst-case
+    rate ``K``. Its size stays below the worst case unless the fresh errors all point the same
+    way: with independent random directions of norm ``eps``,
+    :math:`e_\ell^2 \approx \varepsilon^2 (K^{2\ell} - 1)/(K^2 - 1)`, so
+    :math:`e_\ell \approx \varepsilon K^\ell/\sqrt{K^2 - 1}` against the bound
+    :math:`\varepsilon (K^\ell - 1)/(K - 1)`.
     Returns ``(step, Q)``.
     """
     gaussian = rng.randn(d, d, generator=generator, dtype=dtype)

@@ -28,6 +28,8 @@ from jaxtyping import Float
 from torch import Tensor
 from nnapprox import rng
 
+from ..ista import soft_threshold  # noqa: F401 - re-exported: the prox of tau ||.||_1
+
 from .tasks import relu_net
 
 Estimator = Callable[[Tensor, Tensor, Tensor], Tensor]
@@ -58,11 +60,6 @@ def ridge(
 ) -> Float[Tensor, " batch"]:
     r"""Ridge prediction :math:`x_{\rm q}^\top \hat w_\lambda`."""
     return (ridge_weights(X, y, lam) * x_query).sum(-1)
-
-
-def soft_threshold(z: Tensor, tau: float) -> Tensor:
-    r"""Soft thresholding :math:`S_\tau(z) = \mathrm{sign}(z)\max(|z|-\tau, 0)`, the proximal map of :math:`\tau\|\cdot\|_1`."""
-    return torch.sign(z) * torch.relu(z.abs() - tau)
 
 
 def ista(
