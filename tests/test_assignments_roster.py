@@ -52,3 +52,35 @@ def test_bad_options_name_what_is_valid():
         roster.compile_id_regex("(")
     with pytest.raises(ValueError, match="ISO 8601"):
         roster.parse_deadline("next friday")
+
+
+def _headings(path):
+    """The Markdown headings of a chapter (not the comments of its code cells)."""
+    import re
+
+    import jupytext
+
+    return [re.sub(r"^\d+\.\s+", "", re.sub(r"\s+", " ", line.lstrip("#").strip()))
+            for cell in jupytext.read(path).cells if cell.cell_type == "markdown"
+            for line in cell.source.splitlines() if line.startswith("#")]
+
+
+def test_every_section_an_assignment_cites_exists_in_its_chapter():
+    """The opening paragraph of each master names its chapter and sections in *italics*:
+    each must be a heading of the chapter it accompanies (titles drift when chapters change)."""
+    import re
+
+    import harness
+    from nnapprox import assignments as asg
+
+    chapters = {p.stem: p for p in harness.toc_notebooks()}
+    for name in asg.available():
+        text = re.sub(r"\s+", " ", asg.master_path(name).read_text())
+        m = re.search(r"accompanies (?:the chapter \*(?P<title>[^*]+)\*|the introduction)"
+                      r"(?:, sections? (?P<sections>[^.]*))?\.", text)
+        assert m, f"{name}: the opening paragraph does not say which chapter it accompanies"
+        heads = _headings(chapters[name])
+        if m.group("title"):
+            assert m.group("title") == heads[0], f"{name}: chapter title {m.group('title')!r} != {heads[0]!r}"
+        for section in re.findall(r"\*([^*]+)\*", m.group("sections") or ""):
+            assert section in heads, f"{name}: cites section {section!r}, not a heading of {chapters[name].name}"
