@@ -346,5 +346,7 @@ def _qualname_of(s: Spec) -> str:
     return f"{m.__module__}.{m.__qualname__}" if hasattr(m, "__qualname__") else repr(m)
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+if __name__ == "__main__":  # run the imported module, so that Spec is the class the subpackages use
+    from nnapprox.checkpoints import main as _main
+
+    sys.exit(_main())

@@ -10,3 +10,5 @@ from .lsa import LSA, gd_predictions, gd_weights, lsa_layer, lsa_layer_reference
 from .relu_attention import ReLUTransformer, embed, mlp, relu_attention, relu_attention_reference, transformer
 from .icgd import (icgd_embed, icgd_layers, icgd_layout, icgd_readout_layers, icgd_step_layers, projected_gd_reference,
                    ramp_error_bound, read_weights, relu_net)
+from .encoder import BaiEncoder, EncoderConfig
+from .pretrained import CHECKPOINTS, SETTINGS
