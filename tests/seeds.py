@@ -12,15 +12,18 @@ when the claim holds: ``(t - v)/|t|`` for ``<``/``<=``, ``(v - t)/|t|`` for ``>`
 (absolute differences when ``t = 0``), ``min(v - lo, hi - v)/(hi - lo)`` for ``in``, and
 ``1 - |v - t|/tol`` for ``==`` with a tolerance. Boolean and exact-equality claims have none.
 
-A run is reused when the chapter's source and the library are unchanged since it ran
-(``--force`` re-runs), so a sweep interrupted by the end of a session resumes where it
-stopped. Every empirical claim must hold on every seed: a claim that fails on some seed is a
+A run is reused when the chapter's source and the library modules it imports (directly or
+through other ``nnapprox`` modules, found statically from the import statements, plus every
+data file under the packages it uses) are unchanged since it ran (``--force`` re-runs), so a
+sweep interrupted by the end of a session resumes where it stopped, and a change to one
+chapter's subpackage does not invalidate the runs of the others. Every empirical claim must hold on every seed: a claim that fails on some seed is a
 defect of the claim or of the experiment, never a reason to choose the seed.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import hashlib
 import json
 import math
@@ -34,10 +37,78 @@ SWEEP = harness.BUILD / "seeds"
 DEFAULT_SEEDS = tuple(range(10))
 
 
+LIB = harness.ROOT / "lib"
+
+
+def _module_file(name: str) -> Path | None:
+    """The source file of module ``name`` (``nnapprox.icl.tasks``) under ``lib/``, if any."""
+    base = LIB.joinpath(*name.split("."))
+    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _imports(source: str, module: str, is_package: bool) -> set[str]:
+    """Absolute names of the ``nnapprox`` modules that ``source`` imports (relative ones resolved)."""
+    found: set[str] = set()
+    package = module if is_package else module.rpartition(".")[0]
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name.split(".")[0] == "nnapprox"}
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                parts = package.split(".")
+                base = ".".join(parts[: len(parts) - node.level + 1])
+                target = f"{base}.{node.module}" if node.module else base
+            else:
+                target = node.module or ""
+            if target.split(".")[0] != "nnapprox":
+                continue
+            found.add(target)
+            found |= {f"{target}.{a.name}" for a in node.names}  # submodules imported by name
+    return found
+
+
+def chapter_dependencies(path: Path) -> list[Path]:
+    """Library files a chapter depends on: the modules it imports, transitively, their packages'
+    ``__init__`` files, and the data files (non-Python) of those packages."""
+    import jupytext
+
+    code = "\n".join(c.source for c in jupytext.read(path).cells if c.cell_type == "code")
+    code = "\n".join(line for line in code.splitlines() if not line.lstrip().startswith(("%", "!")))
+    todo = _imports(code, "__chapter__", False) | {"nnapprox"}
+    seen: dict[str, Path] = {}
+    while todo:
+        name = todo.pop()
+        parts = name.split(".")
+        for i in range(1, len(parts) + 1):  # importing a.b.c runs a/__init__ and a/b/__init__
+            prefix = ".".join(parts[:i])
+            file = _module_file(prefix)
+            if file is None or prefix in seen:
+                continue
+            seen[prefix] = file
+            todo |= _imports(file.read_text(), prefix, file.name == "__init__.py")
+    files = set(seen.values())
+
+    def data(folder: Path, recursive: bool) -> set[Path]:
+        found = folder.rglob("*") if recursive else folder.iterdir()
+        return {p for p in found if p.is_file() and p.suffix not in (".py", ".pyc") and "__pycache__" not in p.parts}
+
+    for name, file in seen.items():
+        if file.name == "__init__.py":  # a package's own data (not its subpackages' for the top level)
+            files |= data(file.parent, recursive=name != "nnapprox")
+        elif file.with_suffix("").is_dir():  # a module's data folder, e.g. checkpoints.py + checkpoints/
+            files |= data(file.with_suffix(""), recursive=True)
+    return sorted(files)
+
+
 def source_key(path: Path) -> str:
-    """What decides whether a stored run is still valid: the chapter's text and the library."""
+    """What decides whether a stored run is still valid: the chapter's text and its library files."""
     digest = hashlib.sha256(path.read_bytes())
-    digest.update(harness._book_extension().library_hash().encode())
+    for dep in chapter_dependencies(path):
+        digest.update(str(dep.relative_to(LIB)).encode())
+        digest.update(dep.read_bytes())
     return digest.hexdigest()[:20]
 
 

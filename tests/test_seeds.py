@@ -54,3 +54,16 @@ def test_bad_seed_lists_are_refused():
         seeds.main(["--seeds", "0 x"])
     with pytest.raises(SystemExit):
         seeds.main(["--seeds", "-1"])
+
+
+def test_chapter_dependencies_follow_imports_and_stay_within_the_chapter(tmp_path):
+    import harness
+
+    chapters = {p.stem: p for p in harness.toc_notebooks()}
+    deps = {stem: {str(d.relative_to(seeds.LIB)) for d in seeds.chapter_dependencies(p)}
+            for stem, p in chapters.items()}
+    assert "nnapprox/composition.py" in deps["intro"] and "nnapprox/ista.py" in deps["intro"]
+    assert not any(d.startswith("nnapprox/icl/") for d in deps["intro"])
+    assert any(d.startswith("nnapprox/icl/") for d in deps["icl"])
+    assert all("nnapprox/claims.py" in d for d in deps.values())  # every chapter reports claims
+    assert not any(d.startswith("nnapprox/depth/") for d in deps["universal"])
