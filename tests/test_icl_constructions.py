@@ -100,3 +100,10 @@ def test_bad_parameters_raise():
         icl.sigmoid_interpolant(1, 6.0)
     with pytest.raises(ValueError, match="D="):
         icl.embed(*_prompt(), D=3)
+
+
+def test_lasso_mlp_has_2d_plus_1_units():
+    """S_tau(w) - w = relu(w - tau) - relu(w + tau) + tau: two units per coordinate and one constant unit."""
+    for d in (1, 3, 7):
+        layer = icl.lasso_ista_layers(d, 0.2, 0.1, 1)[0]
+        assert layer["W_1"].shape[0] == 2 * d + 1 and layer["W_2"].shape[1] == 2 * d + 1

@@ -12,3 +12,4 @@ from .icgd import (icgd_embed, icgd_layers, icgd_layout, icgd_readout_layers, ic
                    ramp_error_bound, read_weights, relu_net)
 from .encoder import BaiEncoder, EncoderConfig
 from .pretrained import CHECKPOINTS, SETTINGS
+from .settings import PROFILES

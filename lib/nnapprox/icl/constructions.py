@@ -94,20 +94,27 @@ def ridge_gd_layers(d: int, eta: float, lam: float, n_steps: int, B: float = 1e4
 
 def lasso_ista_layers(d: int, eta: float, lam: float, n_steps: int, B: float = 1e4,
                       dtype: torch.dtype = torch.float64) -> list[Layer]:
-    r""":math:`L` layers of ISTA: the gradient step by attention (2 heads), then :math:`S_{\eta\lambda}` by the MLP (:math:`4d` units)."""
+    r""":math:`L` layers of ISTA: the gradient step by attention (2 heads), then :math:`S_{\eta\lambda}` by the MLP.
+
+    The MLP has :math:`2d + 1` units: :math:`S_\tau(w) - w = \sigma(w - \tau) - \sigma(w + \tau) + \tau`
+    for :math:`\tau \ge 0`, two units per coordinate and one shared unit :math:`\sigma(1) = 1` on
+    the constant slot carrying :math:`\tau`.
+    """
     if eta <= 0 or lam < 0 or n_steps < 0:
         raise ValueError(f"need eta > 0, lam >= 0, n_steps >= 0; got {eta}, {lam}, {n_steps}")
     s = layout(d)
     Q, K, V = _residual_heads(d, eta, B, dtype)
     tau = eta * lam
-    W_1 = torch.zeros(4 * d, s["D"], dtype=dtype)
-    W_2 = torch.zeros(s["D"], 4 * d, dtype=dtype)
+    W_1 = torch.zeros(2 * d + 1, s["D"], dtype=dtype)
+    W_2 = torch.zeros(s["D"], 2 * d + 1, dtype=dtype)
+    W_1[2 * d, s["one"]] = 1.0  # the constant unit sigma(1) = 1
     for a in range(d):
-        wa = d + 2 + a  # S_tau(w) - w = relu(w - tau) - relu(-w - tau) - relu(w) + relu(-w)
-        for u, (sign, shift, out) in enumerate(((1, -tau, 1), (-1, -tau, -1), (1, 0.0, -1), (-1, 0.0, 1))):
-            W_1[4 * a + u, wa] = sign
-            W_1[4 * a + u, s["one"]] = shift
-            W_2[wa, 4 * a + u] = out
+        wa = d + 2 + a  # S_tau(w) - w = relu(w - tau) - relu(w + tau) + tau
+        for u, (shift, out) in enumerate(((-tau, 1.0), (tau, -1.0))):
+            W_1[2 * a + u, wa] = 1.0
+            W_1[2 * a + u, s["one"]] = shift
+            W_2[wa, 2 * a + u] = out
+        W_2[wa, 2 * d] = tau
     layer = {"Q": Q, "K": K, "V": V, "W_1": W_1, "W_2": W_2}
     return [dict(layer) for _ in range(n_steps)]
 
