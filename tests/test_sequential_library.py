@@ -1,0 +1,95 @@
+import itertools
+
+import numpy as np
+import pytest
+import torch
+
+import nnapprox.sequential as Q
+
+
+def test_kt_sequential_equals_closed_form():
+    rng = np.random.default_rng(1)
+    for n in (1, 5, 40):
+        x = rng.integers(0, 2, n)
+        assert Q.kt_losses(x).sum() == pytest.approx(-Q.kt_log2_prob(n - x.sum(), x.sum()), abs=1e-9)
+
+
+def test_kt_redundancy_bound_all_sequences():
+    n = 10
+    for x in itertools.product((0, 1), repeat=n):
+        x = np.array(x)
+        red = Q.kt_losses(x).sum() - Q.ml_loss(n - x.sum(), x.sum())
+        assert red <= 0.5 * np.log2(n) + 1 + 1e-12
+
+
+@pytest.mark.parametrize("depth", [0, 1, 2, 3])
+def test_ctw_equals_mixture(depth):
+    rng = np.random.default_rng(depth)
+    x = rng.integers(0, 2, 14)
+    assert Q.ctw_losses(x, depth).sum() == pytest.approx(-Q.ctw_mixture_brute_force(x, depth), abs=1e-9)
+
+
+def test_tree_count_and_prior_sums_to_one():
+    for D, count in [(0, 1), (1, 2), (2, 5), (3, 26)]:
+        trees = Q.tree_sources(D)
+        assert len(trees) == count
+        assert sum(2.0 ** -Q.tree_cost(s, D) for s in trees) == pytest.approx(1.0)
+
+
+def test_ctw_bound_and_markov_kt_bound():
+    rng = np.random.default_rng(3)
+    th = Q.random_markov(2, rng)
+    x = Q.sample_markov(th, 3000, rng)
+    D = 3
+    leaves = [tuple(int(b) for b in s) for s in itertools.product((0, 1), repeat=2)]
+    cnt = Q.leaf_counts(x, leaves, D)
+    ml = Q.ml_loss(cnt[:, 0], cnt[:, 1]).sum()
+    n = x.size - D
+    assert Q.ctw_losses(x, D).sum() <= ml + Q.tree_cost(leaves, D) + 4 * Q.gamma_fn(n / 4) + 1e-9
+    assert Q.markov_kt_losses(x, 2).sum() - Q.best_markov_loss(x, 2) <= 4 * Q.gamma_fn((x.size - 2) / 4)
+
+
+def test_entropy_rate_matches_long_run():
+    rng = np.random.default_rng(4)
+    th = Q.random_markov(2, rng)
+    x = Q.sample_markov(th, 200_000, rng)
+    assert Q.true_losses(x, th).mean() == pytest.approx(Q.entropy_rate(th), abs=0.01)
+
+
+def test_lz78_is_a_probability():
+    # the losses of all 2^n continuations define a distribution: sum 2^-loss = 1
+    n = 8
+    tot = sum(2.0 ** -Q.lz78_losses(np.array(x)).sum() for x in itertools.product((0, 1), repeat=n))
+    assert tot == pytest.approx(1.0)
+
+
+def test_bad_inputs():
+    with pytest.raises(ValueError):
+        Q.kt_losses([0, 2])
+    with pytest.raises(ValueError):
+        Q.CTW(-1)
+    with pytest.raises(ValueError):
+        Q.make_problem(0, 1, 1, 1, 0.1, torch.Generator())
+
+
+def test_linucb_vectorised_equals_loop():
+    g = torch.Generator().manual_seed(0)
+    p = Q.make_problem(3, 25, 4, 3, 0.2, g)
+    assert torch.allclose(Q.linucb(p)["regret"], Q.linucb_loop(p), atol=1e-10)
+
+
+def test_linucb_ellipsoid_and_ridge():
+    from nnapprox.icl.baselines import ridge_weights
+    g = torch.Generator().manual_seed(1)
+    p = Q.make_problem(8, 60, 5, 3, 0.2, g)
+    r = Q.linucb(p, lam=1.0, delta=0.01)
+    assert bool((r["err"] <= r["radius"]).all())
+    th_hat = torch.linalg.solve(r["V"], r["b"])
+    assert torch.isfinite(th_hat).all()
+
+
+def test_thompson_runs_and_learns():
+    g = torch.Generator().manual_seed(2)
+    p = Q.make_problem(16, 150, 5, 3, 0.2, g)
+    reg = Q.thompson(p, g)["regret"]
+    assert reg[-50:].mean() < reg[:50].mean()
