@@ -26,6 +26,29 @@ def test_maurey_mse_is_unbiased_and_slope_minus_one():
     assert -1.15 < ua.loglog_slope(torch.tensor(ns, dtype=torch.float64), mse) < -0.85
 
 
+def test_maurey_mse_repeats_average_to_the_mean():
+    ns = [4, 16]
+    reps = ua.maurey_mse(
+        2, ns, torch.Generator().manual_seed(5), n_repeats=7, n_test=32, return_repeats=True
+    )
+    mean = ua.maurey_mse(2, ns, torch.Generator().manual_seed(5), n_repeats=7, n_test=32)
+    assert reps.shape == (7, 2)
+    assert torch.allclose(reps.mean(0), mean, rtol=0, atol=1e-15)
+
+
+def test_bump_closed_forms_match_quadrature_and_parseval():
+    assert abs(ua.fourier_bump_l2_error_exact(6) - 0.1294) < 5e-5
+    for K in [1, 6, 20]:
+        assert abs(ua.fourier_bump_l2_error_exact(K) - ua.fourier_bump_l2_error(K)) < 1e-10
+    for p in [0, 3, 12]:
+        assert abs(ua.legendre_bump_l2_error_exact(p) - ua.legendre_bump_l2_error(p)) < 1e-10
+    for bad in [dict(a=0.5, b=0.25), dict(a=0.0, b=0.5)]:
+        with pytest.raises(ValueError, match="0 < a < b < 1"):
+            ua.fourier_bump_l2_error_exact(3, **bad)
+    with pytest.raises(ValueError, match="non-negative int"):
+        ua.legendre_bump_l2_error_exact(-1)
+
+
 def test_loglog_slope_recovers_known_exponent():
     n = torch.tensor([1.0, 10.0, 100.0], dtype=torch.float64)
     assert abs(ua.loglog_slope(n, 3 * n**-0.7) + 0.7) < 1e-12

@@ -59,24 +59,28 @@ def maurey_mse(
     n_test: int = 256,
     s: float = 2.0,
     device: torch.device | str = "cpu",
-) -> Float[Tensor, " n_values"]:
+    return_repeats: bool = False,
+) -> Float[Tensor, " n_values"] | Float[Tensor, "n_repeats n_values"]:
     r"""Monte Carlo estimate of :math:`\mathbb E\|f_n - f\|^2_{L^2(\mu)}` for each ``n`` in ``n_values``.
 
     Each repeat draws fresh units :math:`\omega_1..\omega_{n_\max}` and fresh test inputs
     :math:`x \sim \mathcal N(0, \tfrac sd I_d)`; nested prefixes give every ``n`` at once.
-    Computed in float64.
+    Computed in float64. With ``return_repeats=True`` the result is the
+    ``(n_repeats, len(n_values))`` tensor of per-repeat errors (independent rows, for standard
+    errors); otherwise their mean over repeats.
     """
     if d < 1 or n_repeats < 1 or n_test < 1 or not n_values or min(n_values) < 1:
         raise ValueError("need d, n_repeats, n_test >= 1 and a non-empty list of n >= 1")
     n_max = max(n_values)
     idx = torch.tensor(n_values, device=device) - 1
-    total = torch.zeros(len(n_values), dtype=torch.float64, device=device)
-    for _ in progress(range(n_repeats), desc=f"Maurey d={d}"):
+    per_repeat = torch.zeros(n_repeats, len(n_values), dtype=torch.float64, device=device)
+    for r in progress(range(n_repeats), desc=f"Maurey d={d}"):
         omega = rng.randn(n_max, d, generator=generator, dtype=torch.float64).to(device)
         x = (rng.randn(n_test, d, generator=generator, dtype=torch.float64) * (s / d) ** 0.5).to(device)
         f_n = random_cosine_average(omega, x)[idx]  # (len(n_values), n_test)
-        total += ((f_n - gaussian_target(x)[None, :]) ** 2).mean(1)
-    return (total / n_repeats).cpu()
+        per_repeat[r] = ((f_n - gaussian_target(x)[None, :]) ** 2).mean(1)
+    per_repeat = per_repeat.cpu()
+    return per_repeat if return_repeats else per_repeat.mean(0)
 
 
 def loglog_slope(n: Float[Tensor, " k"], err: Float[Tensor, " k"]) -> float:

@@ -175,3 +175,44 @@ def fourier_bump_l2_error(K: int, a: float = 0.25, b: float = 0.75) -> float:
     coefficients = fourier_bump_coefficients(K, a, b)
     return piecewise_l2_error(lambda x: fourier_eval(coefficients, x), lambda x: square_bump(x, a, b),
                               [0.0, a, b, 1.0], n_nodes=32, n_sub=8)
+
+
+def _check_interval(a: float, b: float) -> None:
+    if not 0.0 < a < b < 1.0:
+        raise ValueError(f"need 0 < a < b < 1 for the bump interval, got a={a}, b={b}")
+
+
+def legendre_bump_l2_error_exact(degree: int, a: float = 0.25, b: float = 0.75) -> float:
+    r"""Closed-form :math:`L^2` error of the degree-``degree`` Legendre projection of the bump.
+
+    With :math:`I_j = \int_a^b P_j(2x-1)\,dx = \tfrac12\big[\tfrac{P_{j+1}-P_{j-1}}{2j+1}\big]_{2a-1}^{2b-1}`
+    (and :math:`I_0 = b-a`), Parseval gives :math:`\|f - \Pi_p f\|^2 = (b-a) - \sum_{j\le p}(2j+1)I_j^2`.
+    """
+    if not isinstance(degree, int) or degree < 0:
+        raise ValueError(f"degree must be a non-negative int, got {degree!r}")
+    _check_interval(a, b)
+    from numpy.polynomial import legendre as L
+
+    lo, hi = 2 * a - 1, 2 * b - 1
+    P = lambda j, t: float(L.legval(t, [0.0] * j + [1.0]))  # noqa: E731
+    captured = (b - a) ** 2  # j = 0: I_0 = b - a, weight 2*0 + 1
+    for j in range(1, degree + 1):
+        anti = lambda t: (P(j + 1, t) - P(j - 1, t)) / (2 * j + 1)  # noqa: E731
+        I_j = 0.5 * (anti(hi) - anti(lo))
+        captured += (2 * j + 1) * I_j**2
+    return math.sqrt(max((b - a) - captured, 0.0))
+
+
+def fourier_bump_l2_error_exact(K: int, a: float = 0.25, b: float = 0.75) -> float:
+    r"""Closed-form (Parseval) :math:`L^2` error of the Fourier partial sum with ``K`` frequencies.
+
+    :math:`\|f - S_K f\|^2 = (b-a) - (b-a)^2 - \sum_{k=1}^K 2\sin^2(\pi k (b-a))/(\pi k)^2`;
+    0.1294 for the chapter's bump and :math:`K = 6`.
+    """
+    if not isinstance(K, int) or K < 0:
+        raise ValueError(f"K must be a non-negative int, got {K!r}")
+    _check_interval(a, b)
+    w = b - a
+    tail = sum(2 * math.sin(math.pi * k * w) ** 2 / (math.pi * k) ** 2 for k in range(1, K + 1))
+    err2 = w - w**2 - tail
+    return math.sqrt(max(err2, 0.0))
