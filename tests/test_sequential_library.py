@@ -75,6 +75,7 @@ def test_bad_inputs():
 def test_linucb_vectorised_equals_loop():
     g = torch.Generator().manual_seed(0)
     p = Q.make_problem(3, 25, 4, 3, 0.2, g)
+    p.actions *= 0.5 + 0.5 * torch.rand(25, 3, 4, 1, generator=g, dtype=torch.float64)
     assert torch.allclose(Q.linucb(p)["regret"], Q.linucb_loop(p), atol=1e-10)
 
 

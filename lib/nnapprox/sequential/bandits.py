@@ -64,6 +64,8 @@ def _run(p: Problem, lam: float, choose) -> dict:
     err = torch.zeros(T, B, dtype=torch.float64)
     rad = torch.zeros(T, B, dtype=torch.float64)
     idx = torch.arange(B)
+    xs = torch.zeros(B, T, d, dtype=torch.float64)
+    ys = torch.zeros(B, T, dtype=torch.float64)
     for t in range(T):
         X = p.actions[t]
         th_hat = torch.linalg.solve(V, bvec)
@@ -75,9 +77,10 @@ def _run(p: Problem, lam: float, choose) -> dict:
         mean = (X @ p.theta[:, :, None])[..., 0]
         regret[t] = mean.max(-1).values - mean[idx, a]
         y = (x * p.theta).sum(-1) + p.sigma * p.noise[t]
+        xs[:, t], ys[:, t] = x, y
         V = V + x[:, :, None] * x[:, None, :]
         bvec = bvec + y[:, None] * x
-    return dict(regret=regret, err=err, radius=rad, V=V, b=bvec)
+    return dict(regret=regret, err=err, radius=rad, V=V, b=bvec, X=xs, y=ys)
 
 
 def linucb(p: Problem, lam: float = 1.0, delta: float = 0.01) -> dict:
