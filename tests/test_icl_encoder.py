@@ -52,13 +52,27 @@ def test_registered_specs_use_the_chapter_settings():
         assert specs[name].settings is pretrained.SETTINGS[name] and specs[name].chapter == "icl"
 
 
+# Small instances on which a few hundred steps must leave the trivial predictor behind. At
+# d = 5 the GPT sits on the plateau "predict 0" (loss E y^2 = d) for its first ~1,000 steps
+# (shared/NOTES.md), so a 40-step comparison of its losses is a coin toss: it is trained at
+# d = 1 (the first stage of Garg et al.'s curriculum) through the same training function.
+SMALL = {
+    "icl_garg": (dict(d=1, N=6, steps=200, warmup=20, batch=64, lr=3e-3), dict(d=1, n_positions=12)),
+    "icl_bai_noise": (dict(steps=150, warmup=5, batch=32), {}),
+    "icl_bai_regcls": (dict(steps=150, warmup=5, batch=32), {}),
+}
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["icl_garg", "icl_bai_noise", "icl_bai_regcls"])
 def test_training_functions_lower_the_loss(name):
     spec = checkpoints.specs()[name]
-    settings = {**spec.settings, "steps": 40, "warmup": 5, "batch": 16}
+    overrides, config = SMALL[name]
+    settings = {**spec.settings, **overrides}
     torch.manual_seed(0)
-    model = spec.model(**spec.config)
+    model = spec.model(**{**spec.config, **config})
     losses = spec.train(model, settings, torch.Generator().manual_seed(0))
-    assert len(losses) == 40 and all(map(lambda v: v == v, losses))
-    assert sum(losses[-10:]) < sum(losses[:10])
+    assert len(losses) == settings["steps"] and all(map(lambda v: v == v, losses))
+    q = settings["steps"] // 4
+    first, last = sum(losses[:q]) / q, sum(losses[-q:]) / q
+    assert last < 0.9 * first, f"{name}: mean loss {first:.3f} over the first quarter, {last:.3f} over the last"

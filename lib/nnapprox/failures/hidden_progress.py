@@ -30,7 +30,7 @@ from torch import Tensor
 def _split_movement(
     W: Float[Tensor, "E m d_max"], W0: Float[Tensor, "E m d_max"], masks: Int[Tensor, "E d_max"], ds: list[int]
 ) -> list[tuple[Tensor, Tensor]]:
-    """Per member: the movements :math:`\mu_j` of the relevant columns and of the others (first ``d`` inputs only)."""
+    r"""Per member: the movements :math:`\mu_j` of the relevant columns and of the others (first ``d`` inputs only)."""
     mu = (W - W0).norm(dim=1).cpu().double()  # (E, d_max): mu_j, one per input coordinate
     split = []
     for e, d in enumerate(ds):
