@@ -36,7 +36,7 @@ from ..checkpoints import Spec
 from ..progress import progress
 from .encoder import BaiEncoder
 from .gpt import GPT, GPTConfig, train_icl
-from .tasks import linear_tasks, mixed_noise_tasks, sign_tasks
+from .tasks import linear_tasks, mixed_noise_tasks, pool_tasks, relu_teacher_tasks, sign_tasks, task_pool
 
 #: Full-profile settings of each trained model (the committed checkpoints were trained with them).
 SETTINGS: dict[str, dict[str, Any]] = {
@@ -44,10 +44,17 @@ SETTINGS: dict[str, dict[str, Any]] = {
     "icl_bai_noise": dict(d=5, N=10, sigmas=[0.1, 0.5], steps=12_000, batch=128, lr=1e-3, warmup=500,
                           decay=True),
     "icl_bai_regcls": dict(d=5, N=10, sigma=0.1, steps=6_000, batch=128, lr=1e-3, warmup=500, decay=True),
+    "icl_relu_teacher": dict(d=4, N=24, width=4, steps=5_000, batch=128, lr=3e-4, warmup=500, decay=False),
+    "icl_tasks_4": dict(d=8, N=16, sigma=0.5, n_tasks=4, pool_seed=99, steps=5_000, batch=128, lr=3e-4,
+                        warmup=500, decay=False),
+    "icl_tasks_4096": dict(d=8, N=16, sigma=0.5, n_tasks=4096, pool_seed=4191, steps=5_000, batch=128,
+                           lr=3e-4, warmup=500, decay=False),
 }
 
 GARG_CONFIG = dict(d=5, n_layer=3, n_embd=64, n_head=2, n_positions=22)
 ENCODER_CONFIG = dict(d=5, n_layer=4, n_embd=64, n_head=4)
+RELU_TEACHER_CONFIG = dict(d=4, n_layer=4, n_embd=128, n_head=8, n_positions=50)
+TASKS_CONFIG = dict(d=8, n_layer=4, n_embd=128, n_head=8, n_positions=34)
 
 
 def gpt_model(**config: int) -> GPT:
@@ -106,9 +113,33 @@ def train_regcls(model: nn.Module, s: dict[str, Any], generator: torch.Generator
     return torch.stack(losses).tolist() if losses else []
 
 
+def train_relu_teacher(model: nn.Module, s: dict[str, Any], generator: torch.Generator) -> list[float]:
+    """Prompts from random two-layer ReLU teachers (Wu et al.'s numerical study), squared error over every prefix."""
+    return train_icl(model, lambda b, g: relu_teacher_tasks(b, s["N"] + 1, s["d"], g, width=s["width"])[:2],
+                     n_steps=s["steps"], batch=s["batch"], lr=s["lr"], warmup=s["warmup"], decay=s["decay"],
+                     generator=generator, desc="icl_relu_teacher")
+
+
+def pool(s: dict[str, Any]) -> torch.Tensor:
+    """The finite task pool of a task-diversity checkpoint: drawn from ``pool_seed``, part of its task distribution."""
+    return task_pool(s["n_tasks"], s["d"], torch.Generator().manual_seed(s["pool_seed"]))
+
+
+def train_tasks(model: nn.Module, s: dict[str, Any], generator: torch.Generator) -> list[float]:
+    """Linear tasks drawn uniformly from a pool of ``n_tasks`` (Raventos et al.), squared error over every prefix."""
+    tasks = pool(s)
+    return train_icl(model, lambda b, g: pool_tasks(b, s["N"] + 1, tasks, g, sigma=s["sigma"])[:2],
+                     n_steps=s["steps"], batch=s["batch"], lr=s["lr"], warmup=s["warmup"], decay=s["decay"],
+                     generator=generator, desc=f"icl_tasks_{s['n_tasks']}")
+
+
 #: Registered with :mod:`nnapprox.checkpoints` (see its docstring for the contract).
 CHECKPOINTS: dict[str, Spec] = {
     "icl_garg": Spec("icl", gpt_model, GARG_CONFIG, train_garg, SETTINGS["icl_garg"], seed=0),
     "icl_bai_noise": Spec("icl", BaiEncoder, ENCODER_CONFIG, train_noise, SETTINGS["icl_bai_noise"], seed=0),
     "icl_bai_regcls": Spec("icl", BaiEncoder, ENCODER_CONFIG, train_regcls, SETTINGS["icl_bai_regcls"], seed=0),
+    "icl_relu_teacher": Spec("icl", gpt_model, RELU_TEACHER_CONFIG, train_relu_teacher, SETTINGS["icl_relu_teacher"],
+                             seed=0),
+    "icl_tasks_4": Spec("icl", gpt_model, TASKS_CONFIG, train_tasks, SETTINGS["icl_tasks_4"], seed=0),
+    "icl_tasks_4096": Spec("icl", gpt_model, TASKS_CONFIG, train_tasks, SETTINGS["icl_tasks_4096"], seed=0),
 }
