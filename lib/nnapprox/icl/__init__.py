@@ -10,6 +10,9 @@ from .lsa import LSA, gd_predictions, gd_weights, lsa_layer, lsa_layer_reference
 from .relu_attention import ReLUTransformer, embed, mlp, relu_attention, relu_attention_reference, transformer
 from .icgd import (icgd_embed, icgd_layers, icgd_layout, icgd_readout_layers, icgd_step_layers, projected_gd_reference,
                    ramp_error_bound, read_weights, relu_net)
+from .post_icl_validation import (parallel_ridge_layers, post_icl_validation_layers, post_icl_validation_reference,
+                                  read_selection, selection_layers, selection_weights, validation_embed,
+                                  validation_layout, validation_loss_layer)
 from .encoder import BaiEncoder, EncoderConfig
 from .pretrained import CHECKPOINTS, SETTINGS
 from .settings import PROFILES

@@ -1,7 +1,7 @@
 r"""Classical in-context estimators: what a transformer's prediction is compared with.
 
-Chapter "In-context learning as gradient descent", sections "The phenomenon" and
-"Algorithm selection" (``garg2022what``, ``bai2023transformers``, ``akyurek2023what``).
+Chapter "In-context learning as gradient descent", section "The phenomenon" and the
+sections of part II (``garg2022what``, ``bai2023transformers``, ``akyurek2023what``).
 
 Every estimator takes a batch of prompts ``X`` of shape ``(batch, k, d)``, ``y`` of shape
 ``(batch, k)`` and queries ``x_query`` of shape ``(batch, d)`` and returns predictions of

@@ -1,6 +1,6 @@
 r"""Hand-built ReLU transformers that run gradient descent in context.
 
-Chapter "In-context learning as gradient descent", section "ReLU attention implements
+Chapter "In-context learning as gradient descent", part I, section "ReLU attention runs
 gradient descent for ridge, Lasso and logistic regression" (seed lecture 000;
 ``bai2023transformers``, Theorems on in-context ridge, Lasso and logistic regression).
 

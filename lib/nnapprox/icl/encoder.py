@@ -1,7 +1,7 @@
 r"""Bai et al.'s ReLU-attention encoder, with post-LayerNorm, as in their public code.
 
-Chapter "In-context learning as gradient descent", part "Trained transformers", section
-"Algorithm selection" (``bai2023transformers``; the architecture follows their repository
+Chapter "In-context learning as gradient descent", part II ("What training finds"), section
+"Does a trained encoder select its algorithm?" (``bai2023transformers``; the architecture follows their repository
 ``allenbai01/transformers-as-statisticians``, ``src/models.py``).
 
 A prompt :math:`(x_1, y_1, \dots, x_N, y_N, x_{N+1})` becomes :math:`N + 1` tokens

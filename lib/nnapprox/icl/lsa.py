@@ -1,7 +1,8 @@
 r"""Linear self-attention, and the layer that performs one step of gradient descent.
 
-Chapter "In-context learning as gradient descent", section "One attention layer = one
-step of gradient descent" (``vonoswald2023transformers``).
+Chapter "In-context learning as gradient descent", part I, section "One attention layer is
+one step of gradient descent", and part II, section "What algorithm does a trained
+transformer run?" (``vonoswald2023transformers``).
 
 Tokens :math:`e_j = (x_j, r_j) \in \mathbb R^{d+1}` hold an input and a *residual*
 :math:`r_j = y_j - W x_j`; the prompt starts from :math:`W = 0`, so :math:`r_j = y_j` for

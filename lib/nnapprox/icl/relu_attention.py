@@ -1,7 +1,8 @@
 r"""The transformer of the seed lecture: ReLU attention and a ReLU MLP, with residuals.
 
-Chapter "In-context learning as gradient descent", sections "ReLU attention implements
-gradient descent" and "Algorithm selection" (seed lecture 000; ``bai2023transformers``).
+Chapter "In-context learning as gradient descent", part I, sections "ReLU attention runs
+gradient descent for ridge, Lasso and logistic regression" and "Algorithm selection by post-ICL
+validation", and part II, "Why post-LayerNorm" (seed lecture 000; ``bai2023transformers``).
 
 A prompt is a matrix :math:`H = [h_1, \dots, h_{N+1}] \in \mathbb R^{D\times(N+1)}` of
 tokens. An :math:`M`-head ReLU-attention layer and an MLP layer act as
