@@ -1,5 +1,11 @@
-"""nnapprox.composition: the error-composition theorem of the introduction, checked exactly."""
+"""nnapprox.composition: the error-composition theorem of the introduction, checked exactly.
 
+Under pytest, jaxtyping's checker (conftest.py) rejects a wrongly shaped tensor before the
+function body runs; the bad-input tests call ``inspect.unwrap(f)`` where they check the
+ValueError that a chapter (which runs without the checker) sees.
+"""
+
+import inspect
 import math
 
 import pytest
@@ -7,8 +13,8 @@ import torch
 
 from nnapprox.claims import compare
 from nnapprox.composition import (
-    error_bound, expanding_layer, fit_step_network, gradient_descent_layer, growth_rate,
-    unroll_pair, unroll_with_errors,
+    error_bound, expanding_layer, fit_step_network, fixed_point_distance_bound,
+    gradient_descent_layer, growth_rate, unroll_pair, unroll_pair_errors, unroll_with_errors,
 )
 
 
@@ -54,8 +60,39 @@ def test_error_bound_closed_form():
 def test_growth_rate_recovers_a_geometric_sequence():
     seq = 3.0 * 1.37 ** torch.arange(20, dtype=torch.float64)
     assert growth_rate(seq) == pytest.approx(1.37, rel=1e-12)
-    with pytest.raises(ValueError):
+    assert growth_rate(seq[:2]) == pytest.approx(1.37, rel=1e-12)  # two points suffice
+    with pytest.raises(ValueError, match="positive errors"):
         growth_rate(torch.tensor([1.0, 0.0]))
+
+
+@pytest.mark.parametrize("bad", [torch.tensor([2.0]), torch.tensor([]), torch.ones(3, 2)])
+def test_growth_rate_refuses_fewer_than_two_points_or_2d_input(bad):
+    with pytest.raises(ValueError, match="at least 2 errors"):
+        inspect.unwrap(growth_rate)(bad)
+
+
+def test_unroll_with_errors_refuses_bad_input_before_running():
+    calls = []
+
+    def step(z):
+        calls.append(1)
+        return z
+
+    unroll = inspect.unwrap(unroll_with_errors)
+    z0 = torch.zeros(4, 3, dtype=torch.float64)
+    for bad_z0 in (torch.zeros(3, dtype=torch.float64), torch.zeros(2, 4, 3, dtype=torch.float64),
+                   torch.zeros(0, 3, dtype=torch.float64)):
+        with pytest.raises(ValueError, match=r"z0 must be a 2-D tensor \(batch, d\)"):
+            unroll(step, bad_z0, 5, 1e-3)
+    with pytest.raises(ValueError, match="n_layers must be an integer >= 0"):
+        unroll(step, z0, -1, 1e-3)
+    with pytest.raises(ValueError, match="n_layers must be an integer >= 0"):
+        unroll(step, z0, 2.5, 1e-3)
+    with pytest.raises(ValueError, match="eps must be >= 0"):
+        unroll(step, z0, 5, float("nan"))
+    assert calls == []  # nothing ran
+    import numpy as np
+    assert unroll(step, z0, np.int64(3), 0.0).shape == (4, 4)  # numpy integers are fine
 
 
 def test_gd_contraction_factor_and_stability_bound():
@@ -72,6 +109,58 @@ def test_gd_contraction_factor_and_stability_bound():
 def test_gd_layer_rejects_non_convex_losses():
     with pytest.raises(ValueError, match="positive definite"):
         gradient_descent_layer(-torch.eye(3, dtype=torch.float64), torch.zeros(3, dtype=torch.float64), 0.1)
+
+
+def test_gd_layer_rejects_non_symmetric_A_and_bad_step_sizes():
+    g = gen(8)
+    A = spd(4, 0.3, g)
+    b = torch.zeros(4, dtype=torch.float64)
+    skew = A.clone()
+    skew[0, 3] += 1.0  # upper triangle only: eigvalsh would not notice
+    assert torch.allclose(torch.linalg.eigvalsh(skew), torch.linalg.eigvalsh(A))
+    with pytest.raises(ValueError, match="A must be symmetric"):
+        gradient_descent_layer(skew, b, 1.0)
+    for eta in (0.0, -0.5, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="eta must be a finite number > 0"):
+            gradient_descent_layer(A, b, eta)
+    raw = inspect.unwrap(gradient_descent_layer)
+    with pytest.raises(ValueError, match=r"b must be a vector of shape \(4,\)"):
+        raw(A, torch.zeros(3, dtype=torch.float64), 1.0)
+    with pytest.raises(ValueError, match=r"A must be a square \(d, d\) matrix"):
+        raw(A[:3], b, 1.0)
+    # float32 rounding of Q diag Q^T is not an asymmetry
+    _, rho = gradient_descent_layer(A.float(), b.float(), 1.0)
+    assert rho == pytest.approx(0.7, abs=1e-5)
+
+
+def test_fixed_point_distance_bound_is_an_upper_bound_and_tight_near_the_fixed_point():
+    g = gen(9)
+    A = spd(5, 0.25, g)
+    b = torch.randn(5, generator=g, dtype=torch.float64)
+    step, rho = gradient_descent_layer(A, b, 1.0)
+    z_star = torch.linalg.solve(A, b)
+    z = z_star + torch.randn(200, 5, generator=g, dtype=torch.float64)
+    bound = fixed_point_distance_bound(step, z, rho)
+    true = (z - z_star).norm(dim=1)
+    assert bound.shape == (200,) and torch.all(true <= bound * (1 + 1e-12))
+    # along the slowest eigenvector, |U(z) - z| = mu |z - z*| and 1 - rho = mu: equality
+    evals, evecs = torch.linalg.eigh(A)
+    z_slow = (z_star + 0.3 * evecs[:, 0]).unsqueeze(0)
+    assert float(fixed_point_distance_bound(step, z_slow, rho)) == pytest.approx(0.3, rel=1e-9)
+    with pytest.raises(ValueError, match="0 <= rho < 1"):
+        fixed_point_distance_bound(step, z, 1.0)
+    with pytest.raises(ValueError, match="2-D tensor"):
+        inspect.unwrap(fixed_point_distance_bound)(step, z[0], rho)
+
+
+def test_fit_step_network_refuses_bad_settings_before_training():
+    step = lambda z: 0.5 * z
+    with pytest.raises(ValueError, match=r"center must be a tensor of shape \(3,\)"):
+        fit_step_network(step, 3, center=torch.zeros(2), n_steps=1)
+    with pytest.raises(ValueError, match="n_steps must be an integer >= 1"):
+        fit_step_network(step, 3, n_steps=0)
+    with pytest.raises(ValueError, match="radius and lr must be > 0"):
+        fit_step_network(step, 3, radius=0.0, n_steps=1)
 
 
 def test_stability_claim_can_fail_for_an_unstable_step():
@@ -98,6 +187,26 @@ def test_unroll_pair_local_errors_obey_the_recursion():
     assert float(e.max()) <= float(local.max()) / (1 - rho)
 
 
+def test_unroll_pair_errors_agrees_with_the_stored_trajectories():
+    g = gen(11)
+    A = spd(4, 0.25, g)
+    b = torch.randn(4, generator=g, dtype=torch.float64)
+    step, _ = gradient_descent_layer(A, b, 1.0)
+    approx = lambda z: step(z) + 1e-2 * torch.cos(3 * z)
+    z0 = torch.randn(32, 4, generator=g, dtype=torch.float64)
+    c = torch.linalg.solve(A, b)
+    Z, Z_hat, local = unroll_pair(step, approx, z0, 40)
+    gaps, local2, last, reach = unroll_pair_errors(step, approx, z0, 40, center=c)
+    torch.testing.assert_close(gaps, (Z - Z_hat).norm(dim=2), atol=0, rtol=0)
+    torch.testing.assert_close(local2, local, atol=0, rtol=0)
+    torch.testing.assert_close(last, Z_hat[-1], atol=0, rtol=0)
+    torch.testing.assert_close(reach, (Z_hat - c).abs().amax(dim=2).amax(dim=0), atol=0, rtol=0)
+    gaps0, local0, last0, reach0 = unroll_pair_errors(step, approx, z0, 0)
+    assert gaps0.shape == (1, 32) and local0.shape == (0, 32) and torch.equal(last0, z0)
+    with pytest.raises(ValueError, match=r"center must have shape \(4,\)"):
+        inspect.unwrap(unroll_pair_errors)(step, approx, z0, 3, center=torch.zeros(3))
+
+
 @pytest.mark.slow
 def test_fit_step_network_learns_the_step():
     g = gen(7)
@@ -109,3 +218,19 @@ def test_fit_step_network_learns_the_step():
     err = (learned(z) - step(z)).norm(dim=1)
     assert float(err.mean()) < 0.1 * float(step(z).norm(dim=1).mean())
     assert math.isfinite(float(err.max()))
+
+
+@pytest.mark.slow
+def test_fit_step_network_is_accurate_around_its_center_not_elsewhere():
+    """Trained on a cube around z* far from the origin, the network is accurate there and only there."""
+    g = gen(10)
+    A = spd(2, 0.25, g)
+    z_star = torch.tensor([8.0, -6.0], dtype=torch.float64)
+    step, _ = gradient_descent_layer(A, A @ z_star, 1.0)
+    learned = fit_step_network(step, 2, width=32, n_steps=400, lr=1e-2, center=z_star, generator=g)
+    near = z_star + (2 * torch.rand(512, 2, generator=g, dtype=torch.float64) - 1) * 2
+    origin = (2 * torch.rand(512, 2, generator=g, dtype=torch.float64) - 1) * 2
+    err_near = (learned(near) - step(near)).norm(dim=1).mean()
+    err_origin = (learned(origin) - step(origin)).norm(dim=1).mean()
+    assert float(err_near) < 0.1 * float((step(near) - near).norm(dim=1).mean())
+    assert float(err_origin) > 3 * float(err_near)

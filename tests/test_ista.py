@@ -57,5 +57,46 @@ def test_bad_input_is_refused_before_any_work():
         ista.ista_step(-A, b, 0.1, 1.0)
     with pytest.raises(ValueError, match="lam >= 0 and eta > 0"):
         ista.ista_step(A, b, -0.1, 1.0)
-    with pytest.raises(ValueError, match=r"A must be \(d, d\)"):
+    with pytest.raises(ValueError, match=r"b must be a vector of shape \(6,\)"):
         ista.ista_step(A, b[:3], 0.1, 1.0)
+    with pytest.raises(ValueError, match=r"A must be a square \(d, d\) matrix"):
+        ista.ista_relu_weights(A[:, :4], b, 0.1, 1.0)
+    with pytest.raises(ValueError, match="lam >= 0 and eta > 0"):
+        ista.ista_step(A, b, 0.1, 0.0)
+
+
+def test_non_symmetric_A_is_refused_not_silently_symmetrised():
+    """eigvalsh reads one triangle only: a non-symmetric A must be refused before any work."""
+    A, b, _ = _problem()
+    skew = A.clone()
+    skew[0, 1] += 0.5  # lower triangle unchanged: eigvalsh(skew) would equal eigvalsh(A)
+    with pytest.raises(ValueError, match="A must be symmetric"):
+        ista.ista_step(skew, b, 0.1, 1.0)
+    with pytest.raises(ValueError, match="A must be symmetric"):
+        ista.ista_relu_weights(skew, b, 0.1, 1.0)
+    ista.ista_step(A, b, 0.1, 1.0)  # the symmetric original passes
+
+
+def test_singular_A_is_refused_as_not_strongly_convex():
+    """rho = 1 for a singular A (a Lasso with more features than samples): not a contraction."""
+    g = torch.Generator().manual_seed(3)
+    X = torch.randn(3, 6, generator=g, **f64)  # n = 3 samples, d = 6 features
+    A = X.T @ X / 3  # rank 3
+    with pytest.raises(ValueError, match="positive definite"):
+        ista.ista_step(A, torch.zeros(6, **f64), 0.1, 0.5)
+
+
+def test_strict_complementarity_margin_at_the_minimiser():
+    A, b, _ = _problem()
+    step, rho = ista.ista_step(A, b, lam=0.3, eta=1.0)
+    z = torch.zeros(1, 6, **f64)
+    for _ in range(400):
+        z = step(z)
+    zero = z[0] == 0
+    g = z @ A.T - b
+    expected = float((0.3 - g[0, zero].abs()).min())
+    margin = ista.strict_complementarity_margin(z, A, b, 0.3)
+    assert margin.shape == (1,) and float(margin) == pytest.approx(expected, abs=0, rel=0)
+    assert float(margin) > 0  # optimality holds strictly at the zeros of this problem
+    no_zeros = torch.ones(2, 6, **f64)
+    assert torch.isinf(ista.strict_complementarity_margin(no_zeros, A, b, 0.3)).all()

@@ -1,6 +1,8 @@
 r"""Composing approximate layers: the curse of depth and how stable algorithms break it.
 
-Introduction, section "Breaking the curse of depth" (seed lecture 000; Mei & Wu 2023).
+Introduction (``book/intro.md``), section "Breaking the curse of depth"; the algorithm
+approximation view of ``mei2023deep`` and ``bai2023transformers`` (bib keys of
+``book/references.bib``).
 
 A target computed by an algorithm is a composition :math:`f = U_L \circ \cdots \circ U_1`.
 A network imitates each layer up to an error, :math:`\mathrm{NN}_\ell = U_\ell + \varepsilon_\ell`
@@ -12,7 +14,8 @@ with :math:`\|\varepsilon_\ell\| \le \varepsilon`. The error of the composition 
 for :math:`K`-Lipschitz layers: exponential in depth when :math:`K > 1` (the curse of depth).
 When each layer is a step of a *stable* algorithm, a contraction with factor
 :math:`\rho < 1` (gradient descent on a strongly convex loss), the same recursion gives
-:math:`e_L \le \varepsilon / (1 - \rho)` for every :math:`L`.
+:math:`e_L \le \varepsilon / (1 - \rho)` for every :math:`L`. A merely non-expansive step
+(:math:`\rho = 1`) gives only :math:`e_L \le L\varepsilon`.
 
 Everything is batched: ``z`` has shape ``(batch, d)`` and every trajectory of the batch is
 run at once.
@@ -20,6 +23,8 @@ run at once.
 
 from __future__ import annotations
 
+import math
+import operator
 from collections.abc import Callable
 
 import torch
@@ -28,6 +33,19 @@ from torch import Tensor
 from nnapprox import rng
 
 Step = Callable[[Float[Tensor, "batch d"]], Float[Tensor, "batch d"]]
+
+
+def _count(name: str, value: object, minimum: int) -> int:
+    """``value`` as an int if it is an integer (Python or numpy) ``>= minimum``, else ValueError."""
+    try:
+        if isinstance(value, bool):
+            raise TypeError
+        n = operator.index(value)  # type: ignore[arg-type]
+    except TypeError:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}") from None
+    if n < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return n
 
 
 def unroll_with_errors(
@@ -43,10 +61,20 @@ def unroll_with_errors(
     :math:`\varepsilon_\ell` uniform on the sphere of radius ``eps`` (independent per layer
     and per trajectory). Returns :math:`e_\ell = \|z_\ell - \hat z_\ell\|_2` for
     :math:`\ell = 0, \dots, L`, shape ``(n_layers + 1, batch)``.
+
+    For :math:`U(z) = KQz` with ``Q`` orthogonal (:func:`expanding_layer`) the introduction's
+    theorem gives :math:`e_\ell = K^\ell \|S_\ell\|` with
+    :math:`S_\ell = \sum_{j \le \ell} K^{-j} P_j^\top \varepsilon_j`, :math:`P_j = Q^j`, and
+    :math:`\mathbb E\, e_\ell^2 = \varepsilon^2 (K^{2\ell} - 1)/(K^2 - 1)`.
+
+    Raises ``ValueError`` (before any step is run) unless ``z0`` is 2-D ``(batch, d)`` with
+    ``batch, d >= 1``, ``n_layers`` is an integer ``>= 0`` and ``eps >= 0``.
     """
-    if n_layers < 0:
-        raise ValueError(f"n_layers must be >= 0, got {n_layers}")
-    if eps < 0:
+    if not isinstance(z0, Tensor) or z0.ndim != 2 or z0.shape[0] < 1 or z0.shape[1] < 1:
+        shape = tuple(z0.shape) if isinstance(z0, Tensor) else type(z0).__name__
+        raise ValueError(f"z0 must be a 2-D tensor (batch, d) with batch, d >= 1, got {shape}")
+    n_layers = _count("n_layers", n_layers, 0)
+    if not eps >= 0:  # also refuses NaN
         raise ValueError(f"eps must be >= 0, got {eps}")
     z, z_hat = z0, z0.clone()
     errors = [torch.zeros(z0.shape[0], dtype=z0.dtype, device=z0.device)]
@@ -70,13 +98,13 @@ def expanding_layer(
 ) -> tuple[Step, Float[Tensor, "d d"]]:
     r"""A generic :math:`K`-Lipschitz linear layer :math:`U(z) = K Q z` with a random orthogonal ``Q``.
 
-    It stretches every error by exactly ``K``, so the composed error grows at the worst-case
-    rate ``K``. Its size stays below the worst case unless the fresh errors all point the same
-    way: with independent random directions of norm ``eps``,
-    :math:`e_\ell^2 \approx \varepsilon^2 (K^{2\ell} - 1)/(K^2 - 1)`, so
-    :math:`e_\ell \approx \varepsilon K^\ell/\sqrt{K^2 - 1}` against the bound
-    :math:`\varepsilon (K^\ell - 1)/(K - 1)`.
-    Returns ``(step, Q)``.
+    It stretches every error by exactly ``K``, so the composed error grows at rate ``K`` (the
+    introduction's theorem, case 2, when the errors do not cancel). Its size stays below the
+    worst case unless the fresh errors all point the same way: with independent uniformly
+    random directions of norm ``eps``,
+    :math:`\mathbb E\, e_\ell^2 = \varepsilon^2 (K^{2\ell} - 1)/(K^2 - 1)` exactly, so the root
+    mean square is about :math:`\varepsilon K^\ell/\sqrt{K^2 - 1}` against the bound
+    :math:`\varepsilon (K^\ell - 1)/(K - 1)`. Returns ``(step, Q)``.
     """
     gaussian = rng.randn(d, d, generator=generator, dtype=dtype)
     Q, R = torch.linalg.qr(gaussian)
@@ -88,6 +116,38 @@ def expanding_layer(
     return step, Q
 
 
+def check_quadratic(A: Tensor, b: Tensor) -> Float[Tensor, " d"]:
+    r"""Check that ``A`` is a symmetric positive definite ``(d, d)`` matrix and ``b`` a ``(d,)``
+    vector; return the eigenvalues of ``A`` (ascending).
+
+    :func:`torch.linalg.eigvalsh` reads only one triangle of its argument, so a non-symmetric
+    ``A`` would pass silently; symmetry is checked first, to ``100`` rounding units of ``A``'s
+    dtype relative to its largest entry.
+    """
+    if not isinstance(A, Tensor) or A.ndim != 2 or A.shape[0] != A.shape[1] or A.shape[0] < 1:
+        shape = tuple(A.shape) if isinstance(A, Tensor) else type(A).__name__
+        raise ValueError(f"A must be a square (d, d) matrix with d >= 1, got {shape}")
+    if not isinstance(b, Tensor) or b.shape != (A.shape[0],):
+        shape = tuple(b.shape) if isinstance(b, Tensor) else type(b).__name__
+        raise ValueError(f"b must be a vector of shape ({A.shape[0]},) to match A, got {shape}")
+    if not A.is_floating_point() or not bool(torch.isfinite(A).all()):
+        raise ValueError("A must be a finite floating-point matrix")
+    tol = 100 * torch.finfo(A.dtype).eps * float(A.abs().max())
+    asym = float((A - A.mT).abs().max())
+    if asym > tol:
+        raise ValueError(
+            f"A must be symmetric (the quadratic's Hessian): max |A - A^T| = {asym:.3g} > {tol:.3g}; "
+            "pass (A + A.T) / 2 if that is what you mean"
+        )
+    eigenvalues = torch.linalg.eigvalsh(A)
+    if eigenvalues.min() <= 0:
+        raise ValueError(
+            f"A must be symmetric positive definite (a strongly convex loss), "
+            f"smallest eigenvalue {float(eigenvalues.min()):.3g}"
+        )
+    return eigenvalues
+
+
 def gradient_descent_layer(
     A: Float[Tensor, "d d"], b: Float[Tensor, " d"], eta: float
 ) -> tuple[Step, float]:
@@ -95,11 +155,16 @@ def gradient_descent_layer(
 
     :math:`U(z) = z - \eta (A z - b)` is a contraction with factor
     :math:`\rho = \max_i |1 - \eta \lambda_i(A)|`, which is :math:`< 1` for
-    :math:`0 < \eta < 2 / \lambda_{\max}`. Returns ``(step, rho)``.
+    :math:`0 < \eta < 2 / \lambda_{\max}` (introduction, theorem "Error composition", case 3,
+    and exercise ``ex-intro-gd``). A larger ``eta`` is accepted and returns :math:`\rho \ge 1`
+    (an expanding step). Returns ``(step, rho)``.
+
+    Raises ``ValueError`` before any work unless ``A`` is symmetric positive definite
+    ``(d, d)``, ``b`` has shape ``(d,)`` and ``eta > 0``.
     """
-    eigenvalues = torch.linalg.eigvalsh(A)
-    if eigenvalues.min() <= 0:
-        raise ValueError("A must be symmetric positive definite (strongly convex loss)")
+    if not eta > 0 or not math.isfinite(eta):
+        raise ValueError(f"the step size eta must be a finite number > 0, got {eta}")
+    eigenvalues = check_quadratic(A, b)
     rho = float((1.0 - eta * eigenvalues).abs().max())
 
     def step(z: Float[Tensor, "batch d"]) -> Float[Tensor, "batch d"]:
@@ -109,9 +174,15 @@ def gradient_descent_layer(
 
 
 def growth_rate(errors: Float[Tensor, " layers"]) -> float:
-    r"""Geometric growth rate of a positive sequence: :math:`\exp` of the least-squares slope of :math:`\log e_\ell`."""
-    if (errors <= 0).any():
-        raise ValueError("growth_rate needs positive errors")
+    r"""Geometric growth rate of a positive sequence: :math:`\exp` of the least-squares slope of :math:`\log e_\ell`.
+
+    Needs a 1-D tensor of at least two positive entries (a slope needs two points).
+    """
+    if not isinstance(errors, Tensor) or errors.ndim != 1 or errors.shape[0] < 2:
+        shape = tuple(errors.shape) if isinstance(errors, Tensor) else type(errors).__name__
+        raise ValueError(f"growth_rate needs a 1-D tensor of at least 2 errors, got shape {shape}")
+    if not bool((errors > 0).all()):
+        raise ValueError("growth_rate needs positive errors (it fits a line to their logarithms)")
     ell = torch.arange(len(errors), dtype=torch.float64)
     log_e = errors.detach().double().cpu().log()
     slope = ((ell - ell.mean()) * (log_e - log_e.mean())).sum() / ((ell - ell.mean()) ** 2).sum()
@@ -119,7 +190,12 @@ def growth_rate(errors: Float[Tensor, " layers"]) -> float:
 
 
 def relu_step_network(d: int, width: int, generator: torch.Generator | None = None) -> torch.nn.Sequential:
-    """A one-hidden-layer ReLU network :math:`\\mathrm{NN}(z) = z + W_2 \\sigma(W_1 z + b_1) + b_2` (residual form)."""
+    r"""A one-hidden-layer ReLU network :math:`\mathrm{NN}(u) = W_2\,\mathrm{relu}(W_1 u + b_1) + b_2`.
+
+    The plain network (``d -> width -> d``), initialised uniformly in
+    :math:`\pm 1/\sqrt{\text{fan-in}}` from ``generator``; :func:`fit_step_network` adds the
+    residual connection, :math:`z \mapsto z + \mathrm{NN}(z - c)`.
+    """
     if d < 1 or width < 1:
         raise ValueError(f"d and width must be positive integers, got d={d}, width={width}")
     net = torch.nn.Sequential(torch.nn.Linear(d, width), torch.nn.ReLU(), torch.nn.Linear(width, d))
@@ -137,28 +213,48 @@ def fit_step_network(
     *,
     width: int = 64,
     radius: float = 3.0,
+    center: Float[Tensor, " d"] | None = None,
     n_steps: int = 2000,
     batch: int = 512,
     lr: float = 3e-3,
     generator: torch.Generator | None = None,
 ) -> Step:
-    r"""Train a ReLU network to imitate one algorithm step on the cube :math:`[-r, r]^d`.
+    r"""Train a ReLU network to imitate one algorithm step on the cube :math:`c + [-r, r]^d`.
 
-    The network learns the increment :math:`U(z) - z` (a residual block), by Adam on the
-    squared error at fresh uniform points each step. Returns the trained step
-    :math:`z \mapsto z + \mathrm{NN}(z)` in float64, ready for :func:`unroll_with_errors`
-    style comparisons (its error :math:`\varepsilon(z) = \|\mathrm{NN}(z) + z - U(z)\|` is
-    *systematic*, not random).
+    The network learns the increment :math:`U(z) - z` (a residual block) as a function of the
+    offset :math:`u = z - c` from the cube's centre ``center`` (the origin by default), by Adam
+    on the squared error at fresh uniform points each step. Returns the trained step
+    :math:`z \mapsto z + \mathrm{NN}(z - c)` in float64, ready for :func:`unroll_pair`
+    (its error :math:`\varepsilon(z) = \|z + \mathrm{NN}(z - c) - U(z)\|` is *systematic*, not
+    random). A network is accurate only where it was trained: the cube should contain the
+    points the iterations visit, starting points and fixed point included (introduction,
+    section "Networks that imitate the step").
+
+    Raises ``ValueError`` before training unless ``d, width, n_steps, batch >= 1``,
+    ``radius > 0``, ``lr > 0`` and ``center`` (if given) has shape ``(d,)``.
     """
     from .progress import progress
+
+    d, width = _count("d", d, 1), _count("width", width, 1)
+    n_steps, batch = _count("n_steps", n_steps, 1), _count("batch", batch, 1)
+    if not radius > 0 or not lr > 0:
+        raise ValueError(f"radius and lr must be > 0, got radius={radius}, lr={lr}")
+    if center is None:
+        c = torch.zeros(d, dtype=torch.float64)
+    elif not isinstance(center, Tensor) or center.shape != (d,):
+        shape = tuple(center.shape) if isinstance(center, Tensor) else type(center).__name__
+        raise ValueError(f"center must be a tensor of shape ({d},), got {shape}")
+    else:
+        c = center.detach().to(dtype=torch.float64, device="cpu")
 
     net = relu_step_network(d, width, generator)
     opt = torch.optim.Adam(net.parameters(), lr=lr)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, n_steps)
     for _ in progress(range(n_steps), desc="fit step network"):
-        z = (2 * rng.rand(batch, d, generator=generator) - 1) * radius
-        target = (step(z.double()) - z.double()).float()
-        loss = ((net(z) - target) ** 2).sum(dim=1).mean()
+        u = (2 * rng.rand(batch, d, generator=generator) - 1) * radius  # offsets, (batch, d)
+        z = u.double() + c
+        target = (step(z) - z).float()
+        loss = ((net(u) - target) ** 2).sum(dim=1).mean()
         opt.zero_grad()
         loss.backward()
         opt.step()
@@ -167,9 +263,31 @@ def fit_step_network(
 
     def learned(z: Float[Tensor, "batch d"]) -> Float[Tensor, "batch d"]:
         with torch.no_grad():
-            return z + net(z)
+            return z + net(z - c.to(z.device))
 
     return learned
+
+
+def fixed_point_distance_bound(
+    step: Step, z: Float[Tensor, "batch d"], rho: float
+) -> Float[Tensor, " batch"]:
+    r"""A posteriori bound on the distance from ``z`` to the fixed point of a contraction.
+
+    If :math:`U` is a :math:`\rho`-contraction with fixed point :math:`z^\ast`, then for every
+    :math:`z`, :math:`\|z - z^\ast\| \le \|z - U(z)\| + \|U(z) - U(z^\ast)\| \le
+    \|z - U(z)\| + \rho\|z - z^\ast\|`, hence
+
+    .. math::  \|z - z^\ast\| \le \frac{\|U(z) - z\|}{1 - \rho}.
+
+    Computable without knowing :math:`z^\ast` (introduction, section "A nonlinear stable step").
+    Returns one bound per row of ``z``; ``rho`` must lie in ``[0, 1)``.
+    """
+    if not 0 <= rho < 1:
+        raise ValueError(f"the bound needs a contraction, 0 <= rho < 1, got rho={rho}")
+    if not isinstance(z, Tensor) or z.ndim != 2:
+        shape = tuple(z.shape) if isinstance(z, Tensor) else type(z).__name__
+        raise ValueError(f"z must be a 2-D tensor (batch, d), got {shape}")
+    return (step(z) - z).norm(dim=1) / (1.0 - rho)
 
 
 def unroll_pair(
@@ -190,3 +308,46 @@ def unroll_pair(
         z.append(exact(z[-1]))
         z_hat.append(nxt_hat)
     return torch.stack(z), torch.stack(z_hat), torch.stack(local)
+
+
+def unroll_pair_errors(
+    exact: Step,
+    approx: Step,
+    z0: Float[Tensor, "batch d"],
+    n_layers: int,
+    center: Float[Tensor, " d"] | None = None,
+) -> tuple[
+    Float[Tensor, "layers_plus_one batch"],
+    Float[Tensor, "layers batch"],
+    Float[Tensor, "batch d"],
+    Float[Tensor, " batch"],
+]:
+    r""":func:`unroll_pair` without storing the trajectories: memory :math:`O(L\,\text{batch})`.
+
+    Returns the distances :math:`e_\ell = \|z_\ell - \hat z_\ell\|` (``(L+1, batch)``), the
+    per-layer errors at the visited points :math:`\varepsilon_\ell =
+    \|\widehat U(\hat z_{\ell-1}) - U(\hat z_{\ell-1})\|` (``(L, batch)``), the last approximate
+    iterate :math:`\hat z_L` (``(batch, d)``) and each approximate trajectory's reach
+    :math:`\max_\ell \|\hat z_\ell - c\|_\infty` from ``center`` :math:`c` (the origin by default;
+    ``(batch,)``), which tells whether it stayed in a training cube :math:`c + [-r, r]^d`
+    (introduction, section "Networks that imitate the step").
+    """
+    if not isinstance(z0, Tensor) or z0.ndim != 2:
+        shape = tuple(z0.shape) if isinstance(z0, Tensor) else type(z0).__name__
+        raise ValueError(f"z0 must be a 2-D tensor (batch, d), got {shape}")
+    n_layers = _count("n_layers", n_layers, 0)
+    c = torch.zeros_like(z0[0]) if center is None else center.to(z0)
+    if c.shape != z0.shape[1:]:
+        raise ValueError(f"center must have shape ({z0.shape[1]},), got {tuple(c.shape)}")
+    z, z_hat = z0, z0
+    gaps = [torch.zeros(z0.shape[0], dtype=z0.dtype, device=z0.device)]
+    local = []
+    reach = (z0 - c).abs().amax(dim=1)
+    for _ in range(n_layers):
+        nxt_hat = approx(z_hat)
+        local.append((nxt_hat - exact(z_hat)).norm(dim=1))
+        z, z_hat = exact(z), nxt_hat
+        gaps.append((z - z_hat).norm(dim=1))
+        reach = torch.maximum(reach, (z_hat - c).abs().amax(dim=1))
+    empty = torch.zeros(0, z0.shape[0], dtype=z0.dtype, device=z0.device)
+    return torch.stack(gaps), torch.stack(local) if local else empty, z_hat, reach

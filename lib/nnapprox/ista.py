@@ -1,20 +1,28 @@
 r"""One ISTA (proximal gradient) step for the Lasso: a *nonlinear* stable step, and the
 two-layer ReLU network that computes it exactly.
 
-Introduction, section "A nonlinear stable step". For the Lasso objective
+Introduction (``book/intro.md``), section "A nonlinear stable step", proposition
+``prop-intro-ista``. For the *strongly convex* Lasso objective
 
-.. math::  F(z) = \tfrac12 z^\top A z - b^\top z + \lambda \|z\|_1, \qquad A \succ 0,
+.. math::  F(z) = \tfrac12 z^\top A z - b^\top z + \lambda \|z\|_1, \qquad A \succ 0
+           \text{ symmetric},
 
-one step of ISTA {cite}`beck2009fast` is
+one step of ISTA, the proximal gradient method (``beck2009fast``), is
 
 .. math::  U(z) = S_{\eta\lambda}\bigl(z - \eta(Az - b)\bigr), \qquad
            S_\tau(u) = \operatorname{sign}(u)\max(|u| - \tau, 0).
 
 The soft-threshold :math:`S_\tau` is the proximal map of :math:`\tau\|\cdot\|_1`, hence
-1-Lipschitz (firmly non-expansive), so :math:`U` is a contraction with the factor
-:math:`\rho = \max_i |1 - \eta\lambda_i(A)|` of the gradient step inside it, and the
-error-composition theorem gives :math:`e_L \le \varepsilon/(1-\rho)` as for gradient descent.
-The minimiser of :math:`F` is the unique fixed point of :math:`U`.
+1-Lipschitz (firmly non-expansive), so :math:`U` is Lipschitz with the factor
+:math:`\rho = \max_i |1 - \eta\lambda_i(A)|` of the gradient step inside it. For
+:math:`A \succ 0` and :math:`0 < \eta < 2/\lambda_{\max}(A)`, :math:`\rho < 1`: ``U`` is a
+contraction, the error-composition theorem gives :math:`e_L \le \varepsilon/(1-\rho)` as for
+gradient descent, and the unique minimiser of :math:`F` is the unique fixed point of ``U``,
+reached at the linear rate :math:`\rho^L` (a consequence of strong convexity). For a singular
+``A`` (the usual Lasso :math:`A = X^\top X/n` with more features than samples) :math:`\rho = 1`:
+ISTA is then only non-expansive, its objective gap decays like :math:`O(1/k)`
+(``beck2009fast``), and errors compose as :math:`e_L \le L\varepsilon`. The functions here
+refuse a singular or non-symmetric ``A``.
 
 Coordinatewise :math:`S_\tau(u) = \mathrm{relu}(u - \tau) - \mathrm{relu}(-u - \tau)`, so
 :math:`U` is *exactly* a ReLU network with one hidden layer of :math:`2d` units:
@@ -25,11 +33,13 @@ Coordinatewise :math:`S_\tau(u) = \mathrm{relu}(u - \tau) - \mathrm{relu}(-u - \
 
 from __future__ import annotations
 
+import math
+
 import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from .composition import Step
+from .composition import Step, check_quadratic
 
 
 def soft_threshold(u: Float[Tensor, "*shape"], tau: float) -> Float[Tensor, "*shape"]:
@@ -40,14 +50,10 @@ def soft_threshold(u: Float[Tensor, "*shape"], tau: float) -> Float[Tensor, "*sh
 
 
 def _check(A: Tensor, b: Tensor, lam: float, eta: float) -> Tensor:
-    if A.ndim != 2 or A.shape[0] != A.shape[1] or b.shape != (A.shape[0],):
-        raise ValueError(f"A must be (d, d) and b (d,), got {tuple(A.shape)} and {tuple(b.shape)}")
-    if lam < 0 or eta <= 0:
-        raise ValueError(f"need lam >= 0 and eta > 0, got lam={lam}, eta={eta}")
-    eigenvalues = torch.linalg.eigvalsh(A)
-    if eigenvalues.min() <= 0:
-        raise ValueError("A must be symmetric positive definite (a strongly convex smooth part)")
-    return eigenvalues
+    """Validate a strongly convex Lasso and a step size; return the eigenvalues of ``A``."""
+    if not lam >= 0 or not eta > 0 or not math.isfinite(lam) or not math.isfinite(eta):
+        raise ValueError(f"need lam >= 0 and eta > 0 (finite), got lam={lam}, eta={eta}")
+    return check_quadratic(A, b)  # A symmetric positive definite (d, d), b (d,)
 
 
 def ista_step(A: Float[Tensor, "d d"], b: Float[Tensor, " d"], lam: float, eta: float) -> tuple[Step, float]:
@@ -103,3 +109,20 @@ def lasso_kkt_residual(
     on = (g + lam * torch.sign(z)).abs()
     off = torch.clamp(g.abs() - lam, min=0.0)
     return torch.where(z != 0, on, off).amax(dim=1)
+
+
+def strict_complementarity_margin(
+    z: Float[Tensor, "batch d"], A: Float[Tensor, "d d"], b: Float[Tensor, " d"], lam: float
+) -> Float[Tensor, " batch"]:
+    r""":math:`\min_{i: z_i = 0} (\lambda - |(Az - b)_i|)`: how strictly the zero coordinates hold.
+
+    At the Lasso minimiser the optimality condition asks :math:`|(Az^\ast - b)_i| \le \lambda`
+    where :math:`z^\ast_i = 0`; *strict* complementarity is a positive margin :math:`m` there.
+    With it, one ISTA step maps every point within distance :math:`\eta m/\|I - \eta A\|` of
+    :math:`z^\ast` to a point that is zero wherever :math:`z^\ast` is (introduction, section "A
+    nonlinear stable step"). Evaluated at ``z`` (a row per point); ``+inf`` for a row without
+    zeros.
+    """
+    g = z @ A.T - b  # (batch, d)
+    gap = torch.where(z == 0, lam - g.abs(), torch.full_like(g, float("inf")))
+    return gap.amin(dim=1)
