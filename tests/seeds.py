@@ -12,7 +12,7 @@ when the claim holds: ``(t - v)/|t|`` for ``<``/``<=``, ``(v - t)/|t|`` for ``>`
 (absolute differences when ``t = 0``), ``min(v - lo, hi - v)/(hi - lo)`` for ``in``, and
 ``1 - |v - t|/tol`` for ``==`` with a tolerance. Boolean and exact-equality claims have none.
 
-A run is reused when the chapter's source and the library modules it imports (directly or
+A run is reused (unless it ended at a time limit) when the chapter's source and the library modules it imports (directly or
 through other ``nnapprox`` modules, found statically from the import statements, plus every
 data file under the packages it uses) are unchanged since it ran (``--force`` re-runs), so a
 sweep interrupted by the end of a session resumes where it stopped, and a change to one
@@ -136,13 +136,23 @@ def margin(claim: dict) -> float | None:
     return 1.0 - abs(value - thr) / tol if tol else None
 
 
+def timed_out(stored: dict) -> bool:
+    """Whether a stored run ended at a time limit (chapter or cell) rather than on its claims.
+
+    Such a run says the machine was busy or slow, not that a claim failed, so it is not reused:
+    the next sweep runs it again. It still counts as a failing seed in the report it was part of.
+    """
+    error = stored.get("error") or ""
+    return error.startswith(("timed out after", "a cell ran past the per-cell timeout"))
+
+
 def run_one(path: Path, seed: int, *, force: bool = False) -> dict:
     """One chapter at one seed, reused from ``_build/seeds`` when still valid."""
     out = SWEEP / path.stem / f"seed-{seed}.json"
     key = source_key(path)
     if out.exists() and not force:
         stored = json.loads(out.read_text())
-        if stored.get("key") == key:
+        if stored.get("key") == key and not timed_out(stored):
             return stored
     work = SWEEP / path.stem / f"work-{seed}"
     result = harness.run_chapter(path, profile="quick", device="cpu", seed=seed, work_dir=work,

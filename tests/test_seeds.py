@@ -1,5 +1,6 @@
 """The seed sweep's arithmetic: margins, pass rates, worst seeds (no chapter is executed)."""
 
+import json
 import math
 
 import pytest
@@ -47,6 +48,29 @@ def test_summary_reports_pass_rates_and_the_worst_seed():
     assert (e["passed"], e["worst_margin"]) == (3, None)
     text = seeds.markdown(summary)
     assert "| demo | 3 | 2/3 | 12 |" in text and "| c | empirical (statistical) | 2/3 | -0.1 (2) | 2 |" in text
+
+
+def test_a_run_that_timed_out_is_run_again_but_a_failed_claim_is_kept(tmp_path, monkeypatch):
+    chapter = tmp_path / "demo.md"
+    chapter.write_text("# demo")
+    monkeypatch.setattr(seeds, "SWEEP", tmp_path / "sweep")
+    monkeypatch.setattr(seeds, "source_key", lambda path: "k")
+    calls = []
+
+    class Result:
+        ok, error, wall_seconds = True, "", 1.0
+
+    monkeypatch.setattr(seeds.harness, "run_chapter", lambda *a, **k: calls.append(k["work_dir"]) or Result())
+    out = tmp_path / "sweep" / "demo" / "seed-0.json"
+    out.parent.mkdir(parents=True)
+    for error, reruns in [("timed out after 300 s (budget 150 s)", 1),
+                          ("a cell ran past the per-cell timeout of 300 s: cell 4", 1),
+                          ("failed claims: c", 0)]:
+        out.write_text(json.dumps({"chapter": "demo", "seed": 0, "key": "k", "ok": False, "error": error,
+                                   "wall_seconds": 300.0, "claims": []}))
+        before = len(calls)
+        seeds.run_one(chapter, 0)
+        assert len(calls) - before == reruns, error
 
 
 def test_bad_seed_lists_are_refused():
