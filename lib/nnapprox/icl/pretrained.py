@@ -47,8 +47,8 @@ SETTINGS: dict[str, dict[str, Any]] = {
     "icl_relu_teacher": dict(d=4, N=24, width=4, steps=5_000, batch=128, lr=3e-4, warmup=500, decay=False),
     "icl_tasks_4": dict(d=8, N=16, sigma=0.5, n_tasks=4, pool_seed=99, steps=5_000, batch=128, lr=3e-4,
                         warmup=500, decay=False),
-    "icl_tasks_4096": dict(d=8, N=16, sigma=0.5, n_tasks=4096, pool_seed=4191, steps=5_000, batch=128,
-                           lr=3e-4, warmup=500, decay=False),
+    "icl_tasks_65536": dict(d=8, N=16, sigma=0.5, n_tasks=65_536, pool_seed=65631, steps=5_000, batch=128,
+                            lr=3e-4, warmup=500, decay=False),
 }
 
 GARG_CONFIG = dict(d=5, n_layer=3, n_embd=64, n_head=2, n_positions=22)
@@ -141,4 +141,4 @@ CHECKPOINTS: dict[str, Spec] = {
 }
 # Registered once their weights are committed (the chapter loads every registered checkpoint):
 # "icl_relu_teacher": Spec("icl", gpt_model, RELU_TEACHER_CONFIG, train_relu_teacher, ...),
-# "icl_tasks_4" / "icl_tasks_4096": Spec("icl", gpt_model, TASKS_CONFIG, train_tasks, ...).
+# "icl_tasks_4" / "icl_tasks_65536": Spec("icl", gpt_model, TASKS_CONFIG, train_tasks, ...).
