@@ -3,11 +3,17 @@
 Garg et al. (2022) train a GPT2Model with a linear read-in and read-out on interleaved
 (x, y) prompts. This script builds that model and the library's GPT at the same size, times
 the full training step (forward, backward, Adam) on the same batches and prints the ratio
-of the per-step times. Run from the repository root::
+of the per-step times. The two models' steps alternate (library then HF, HF then library,
+...) in one process, so a change in the machine's background load affects both equally;
+each repeat reports the ratio of the median step times, and the script ends with the median
+(min-max) of the repeats' ratios. Run from the repository root::
 
-    .venv/bin/python tests/bench_icl.py                 # CPU, small config
+    .venv/bin/python tests/bench_icl.py --threads 1     # CPU, the icl_garg checkpoint's size
+    .venv/bin/python tests/bench_icl.py --threads 1 --n-layer 6 --n-embd 128 --n-head 4
     .venv/bin/python tests/bench_icl.py --device cuda --n-layer 12 --n-embd 256 --n-head 8 --d 20
 
+The default size (d = 5, N = 2d + 1 = 11 examples, 3 layers, width 64, 2 heads, batch 64) is
+that of the committed checkpoint ``icl_garg`` (``nnapprox.icl.pretrained.GARG_CONFIG``).
 It needs `transformers`, which is not a dependency of the book:
 ``.venv/bin/pip install transformers`` (measuring only; do not add it to the lock file).
 """
@@ -15,6 +21,7 @@ It needs `transformers`, which is not a dependency of the book:
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
 import time
 
@@ -32,9 +39,12 @@ def main() -> int:
     parser.add_argument("--n-embd", type=int, default=64)
     parser.add_argument("--n-head", type=int, default=2)
     parser.add_argument("--batch", type=int, default=64)
-    parser.add_argument("--steps", type=int, default=30)
+    parser.add_argument("--steps", type=int, default=30, help="timed steps per model and repeat")
+    parser.add_argument("--repeats", type=int, default=5, help="timed repeats (ratio reported per repeat)")
     parser.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
     args = parser.parse_args()
+    if min(args.d, args.n_layer, args.n_embd, args.n_head, args.batch, args.steps, args.repeats) < 1 or args.threads < 0:
+        parser.error("--d, --n-layer, --n-embd, --n-head, --batch, --steps and --repeats must be >= 1, --threads >= 0")
     try:
         from transformers import GPT2Config, GPT2Model
     except ImportError:
@@ -61,33 +71,49 @@ def main() -> int:
             return self.read_out(h)[..., 0][:, ::2]
 
     g = torch.Generator(device="cpu").manual_seed(0)
-    batches = [icl.linear_tasks(args.batch, N, args.d, g)[:2] for _ in range(args.steps + 5)]
+    batches = [icl.linear_tasks(args.batch, N, args.d, g)[:2] for _ in range(args.steps)]
     batches = [(X.to(device), y.to(device)) for X, y in batches]
 
-    def time_model(model: nn.Module) -> float:
+    torch.manual_seed(0)
+    models = {"nnapprox.icl.GPT": icl.GPT(cfg), "transformers GPT2Model": HFRegression()}
+    opts = {}
+    for name, model in models.items():
         model.to(device).train()
-        opt = torch.optim.Adam(model.parameters(), lr=1e-4)
-        for i, (X, y) in enumerate(batches):
-            if i == 5:  # warm-up done
-                if device.type == "cuda":
-                    torch.cuda.synchronize()
-                start = time.perf_counter()
-            loss = (model.predict(X, y) - y).pow(2).mean()
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
+        opts[name] = torch.optim.Adam(model.parameters(), lr=1e-4)
+
+    def sync() -> None:
         if device.type == "cuda":
             torch.cuda.synchronize()
-        return (time.perf_counter() - start) / args.steps
 
-    torch.manual_seed(0)
-    t_lib = time_model(icl.GPT(cfg))
-    t_hf = time_model(HFRegression())
-    print(f"config: d={args.d}, {args.n_layer} layers, width {args.n_embd}, {args.n_head} heads, "
-          f"batch {args.batch}, {2 * N} tokens, device {device}")
-    print(f"nnapprox.icl.GPT       {1e3 * t_lib:8.2f} ms/step")
-    print(f"transformers GPT2Model {1e3 * t_hf:8.2f} ms/step")
-    print(f"ratio nnapprox / transformers: {t_lib / t_hf:.2f}")
+    def step(name: str, X: torch.Tensor, y: torch.Tensor) -> float:
+        sync()
+        start = time.perf_counter()
+        loss = (models[name].predict(X, y) - y).pow(2).mean()
+        opts[name].zero_grad(set_to_none=True)
+        loss.backward()
+        opts[name].step()
+        sync()
+        return time.perf_counter() - start
+
+    names = list(models)
+    for X, y in batches[:5]:  # warm-up
+        for name in names:
+            step(name, X, y)
+    print(f"config: d={args.d}, {args.n_layer} layers, width {args.n_embd}, {args.n_head} heads, batch {args.batch}, "
+          f"{2 * N} tokens, device {device}, {torch.get_num_threads()} thread(s), {args.steps} steps x "
+          f"{args.repeats} repeats, steps alternating")
+    ratios = []
+    for r in range(args.repeats):
+        times: dict[str, list[float]] = {name: [] for name in names}
+        for i, (X, y) in enumerate(batches):
+            for name in (names if i % 2 == 0 else names[::-1]):
+                times[name].append(step(name, X, y))
+        med = {name: statistics.median(t) for name, t in times.items()}
+        ratios.append(med[names[0]] / med[names[1]])
+        print(f"repeat {r + 1}: " + ", ".join(f"{name} {1e3 * m:.2f} ms/step" for name, m in med.items())
+              + f", ratio {ratios[-1]:.3f}")
+    print(f"ratio nnapprox / transformers (median step times): median {statistics.median(ratios):.3f} "
+          f"(min {min(ratios):.3f}, max {max(ratios):.3f}, {args.repeats} repeats)")
     return 0
 
 

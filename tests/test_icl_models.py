@@ -54,6 +54,76 @@ def test_gpt_sdpa_matches_reference_and_is_causal():
     torch.testing.assert_close(m.predict(X, y2)[:, :4], p_fast[:, :4], atol=1e-12, rtol=0)
 
 
+def test_interleave_layout_and_shape_check():
+    g = torch.Generator().manual_seed(6)
+    X, y, _ = icl.linear_tasks(3, 4, 2, g)
+    tok = icl.interleave(X, y)
+    assert tok.shape == (3, 8, 3)
+    torch.testing.assert_close(tok[:, 0::2, 1:], X, atol=0, rtol=0)  # x-tokens (0, x_i)
+    torch.testing.assert_close(tok[:, 1::2, 0], y, atol=0, rtol=0)  # y-tokens (y_i, 0)
+    assert (tok[:, 0::2, 0] == 0).all() and (tok[:, 1::2, 1:] == 0).all()
+    with pytest.raises(TypeError):  # under pytest the shape annotations are checked first
+        icl.interleave(X, y[:, :3])
+    unchecked = getattr(icl.interleave, "__wrapped__", icl.interleave)  # what a chapter calls
+    with pytest.raises(ValueError, match="y must have shape"):
+        unchecked(X, y[:, :3])
+
+
+def test_strided_reference_attention_is_the_causal_rows_at_those_positions():
+    g = torch.Generator().manual_seed(7)
+    q, k, v = (torch.randn(2, 3, 9, 4, generator=g, dtype=torch.float64) for _ in range(3))
+    full = icl.causal_attention_reference(q, k, v)
+    for stride in (2, 3):
+        torch.testing.assert_close(icl.causal_attention_reference(q[:, :, ::stride], k, v, stride),
+                                   full[:, :, ::stride], atol=1e-14, rtol=0)
+
+
+@pytest.mark.parametrize("n_layer", [1, 3])
+def test_gpt_predict_equals_full_forward_at_x_tokens(n_layer):
+    # predict drops the y_N token and runs the last block at the x-tokens only (fast and reference
+    # attention); it must give the numbers of the plain forward pass over all 2N tokens
+    torch.manual_seed(1)
+    m = icl.GPT(icl.GPTConfig(d=3, n_layer=n_layer, n_embd=16, n_head=4, n_positions=20)).double()
+    g = torch.Generator().manual_seed(8)
+    X, y, _ = icl.linear_tasks(5, 7, 3, g, dtype=torch.float64)
+    tokens = icl.interleave(X, y)
+    for fast in (True, False):
+        full = m(tokens, fast)
+        assert full.shape == (5, 14)
+        torch.testing.assert_close(m.predict(X, y, fast), full[:, ::2], atol=1e-12, rtol=0)
+        torch.testing.assert_close(m(tokens, fast, stride=3), full[:, ::3], atol=1e-12, rtol=0)
+    with pytest.raises(ValueError, match="stride"):
+        m(tokens, stride=0)
+
+
+def test_gpt_predict_gradients_equal_full_forward_gradients():
+    # the training step differentiates predict: same gradients as the loss on the full forward pass
+    torch.manual_seed(2)
+    m = icl.GPT(icl.GPTConfig(d=3, n_layer=2, n_embd=16, n_head=2, n_positions=20)).double()
+    g = torch.Generator().manual_seed(9)
+    X, y, _ = icl.linear_tasks(4, 6, 3, g, dtype=torch.float64)
+    grads = []
+    for pred in (lambda: m.predict(X, y), lambda: m(icl.interleave(X, y))[:, ::2]):
+        m.zero_grad()
+        (pred() - y).pow(2).mean().backward()
+        grads.append([p.grad.clone() for p in m.parameters()])
+    for a, b in zip(*grads):
+        torch.testing.assert_close(a, b, atol=1e-12, rtol=0)
+
+
+def test_committed_gpt_checkpoint_loads_and_predict_matches_full_forward():
+    # icl_garg was trained before predict skipped the unread positions: its state dict must load
+    # unchanged (the causal-mask buffer is not in it) and the fast predict must give the full pass
+    from nnapprox import checkpoints
+
+    m = checkpoints.load("icl_garg")
+    assert "blocks.0.allowed" not in m.state_dict()
+    g = torch.Generator().manual_seed(10)
+    X, y, _ = icl.linear_tasks(64, 11, 5, g)
+    with torch.no_grad():
+        torch.testing.assert_close(m.predict(X, y), m(icl.interleave(X, y), fast=False)[:, ::2], atol=1e-5, rtol=0)
+
+
 def test_relu_transformer_runs_hand_built_layers():
     g = torch.Generator().manual_seed(4)
     m = icl.ReLUTransformer(3, 10, 1, 3, 12, generator=g)

@@ -18,6 +18,11 @@ averaged over all prefixes,
 
 The fast path uses :func:`torch.nn.functional.scaled_dot_product_attention`;
 :func:`causal_attention_reference` is the same computation written out, for the tests.
+:meth:`GPT.predict` computes only what the read-out needs, the same numbers as the full
+forward pass: no prediction reads the last label :math:`y_N`, so its token is left out, and
+the last block evaluates its queries, output projection and MLP at the :math:`x`-tokens only
+(its keys and values at every token): the last block does about half its work and the
+sequence is one token shorter.
 """
 
 from __future__ import annotations
@@ -54,46 +59,79 @@ class GPTConfig:
 def interleave(X: Float[Tensor, "batch N d"], y: Float[Tensor, "batch N"]) -> Float[Tensor, "batch two_N d_plus_1"]:
     r"""Tokens :math:`(0, x_1), (y_1, 0), (0, x_2), \dots, (y_N, 0)` of dimension :math:`d+1`."""
     B, N, d = X.shape
-    x_tok = torch.cat([torch.zeros_like(X[..., :1]), X], dim=-1)  # (B, N, d+1)
-    y_tok = torch.cat([y[..., None], torch.zeros_like(X)], dim=-1)  # (B, N, d+1)
-    return torch.stack([x_tok, y_tok], dim=2).reshape(B, 2 * N, d + 1)
+    if y.shape != (B, N):
+        raise ValueError(f"y must have shape (batch, N) = {(B, N)} to match X of shape {tuple(X.shape)}, "
+                         f"got {tuple(y.shape)}")
+    tokens = X.new_zeros(B, N, 2, d + 1)  # (B, N, x- or y-token, d+1)
+    tokens[:, :, 0, 1:] = X
+    tokens[:, :, 1, 0] = y
+    return tokens.view(B, 2 * N, d + 1)
 
 
 def causal_attention_reference(
-    q: Float[Tensor, "batch head T dk"], k: Float[Tensor, "batch head T dk"], v: Float[Tensor, "batch head T dk"]
-) -> Float[Tensor, "batch head T dk"]:
-    r""":math:`\mathrm{softmax}(q k^\top / \sqrt{d_k} + M) v` with :math:`M_{ts} = -\infty` for :math:`s > t`."""
-    T = q.shape[2]
-    scores = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])
-    mask = torch.ones(T, T, dtype=torch.bool, device=q.device).triu(1)
+    q: Float[Tensor, "batch head T_q dk"], k: Float[Tensor, "batch head T dk"], v: Float[Tensor, "batch head T dk"],
+    stride: int = 1,
+) -> Float[Tensor, "batch head T_q dk"]:
+    r""":math:`\mathrm{softmax}(q k^\top / \sqrt{d_k} + M) v` with :math:`M_{ts} = -\infty` for :math:`s > \mathrm{stride}\cdot t`.
+
+    Query :math:`t` sits at position :math:`\mathrm{stride}\cdot t` of the sequence of keys
+    (``stride=1``: every position; ``stride=2``: the :math:`x`-tokens) and sees the keys up to it.
+    """
+    T_q, T = q.shape[2], k.shape[2]
+    scores = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])  # (B, nh, T_q, T)
+    mask = torch.arange(T, device=q.device) > stride * torch.arange(T_q, device=q.device)[:, None]  # (T_q, T)
     return scores.masked_fill(mask, float("-inf")).softmax(-1) @ v
 
 
 class Block(nn.Module):
-    """One pre-LN block: causal multi-head self-attention, then a 4x-wide GELU MLP."""
+    r"""One pre-LN block: causal multi-head self-attention, then a 4x-wide GELU MLP.
+
+    ``block(h, stride=s)`` returns the block's output at positions :math:`0, s, 2s, \dots` only.
+    The attention at those positions still reads the keys and values of every position, so
+    for ``s = 2`` (the :math:`x`-tokens, where :meth:`GPT.predict` reads out) the last block
+    skips the queries, the output projection and the MLP at the :math:`y`-tokens: the same
+    numbers as ``block(h)[:, ::2]`` with less work.
+    """
 
     def __init__(self, cfg: GPTConfig) -> None:
         super().__init__()
         self.n_head = cfg.n_head
         self.ln_1 = nn.LayerNorm(cfg.n_embd)
-        self.W_QKV = nn.Linear(cfg.n_embd, 3 * cfg.n_embd)
+        self.W_QKV = nn.Linear(cfg.n_embd, 3 * cfg.n_embd)  # rows: W_Q, W_K, W_V
         self.W_O = nn.Linear(cfg.n_embd, cfg.n_embd)
         self.ln_2 = nn.LayerNorm(cfg.n_embd)
         self.mlp = nn.Sequential(nn.Linear(cfg.n_embd, 4 * cfg.n_embd), nn.GELU(), nn.Linear(4 * cfg.n_embd, cfg.n_embd))
+        # allowed[t, s] = (s <= t); stride-s queries use the rows 0, s, 2s, ... (a view, no new mask per step)
+        allowed = torch.ones(cfg.n_positions, cfg.n_positions, dtype=torch.bool).tril()
+        self.register_buffer("allowed", allowed, persistent=False)  # not in the state dict
 
-    def attention(self, h: Tensor, fast: bool = True) -> Tensor:
-        B, T, C = h.shape
-        q, k, v = self.W_QKV(h).split(C, dim=2)
-        q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v))  # (B, nh, T, hs)
-        if fast:
+    def attention(
+        self, a: Float[Tensor, "batch T C"], fast: bool = True, stride: int = 1
+    ) -> Float[Tensor, "batch T_q C"]:
+        B, T, C = a.shape
+        hs = C // self.n_head
+        if stride == 1:
+            q, k, v = self.W_QKV(a).split(C, dim=2)  # one (C, 3C) product: (B, T, C) each
+        else:  # queries only at positions 0, stride, 2 stride, ...; keys and values everywhere
+            W_Q, W_KV = self.W_QKV.weight.split([C, 2 * C])
+            b_Q, b_KV = self.W_QKV.bias.split([C, 2 * C])
+            q = F.linear(a[:, ::stride], W_Q, b_Q)  # (B, T_q, C)
+            k, v = F.linear(a, W_KV, b_KV).split(C, dim=2)  # (B, T, C) each
+        T_q = q.shape[1]
+        q = q.view(B, T_q, self.n_head, hs).transpose(1, 2)  # (B, nh, T_q, hs)
+        k, v = (t.view(B, T, self.n_head, hs).transpose(1, 2) for t in (k, v))  # (B, nh, T, hs)
+        if not fast:
+            out = causal_attention_reference(q, k, v, stride)
+        elif stride == 1:
             out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         else:
-            out = causal_attention_reference(q, k, v)
-        return self.W_O(out.transpose(1, 2).reshape(B, T, C))  # (B, T, C)
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=self.allowed[:T:stride, :T])
+        return self.W_O(out.transpose(1, 2).reshape(B, T_q, C))  # (B, T_q, C)
 
-    def forward(self, h: Tensor, fast: bool = True) -> Tensor:
-        h = h + self.attention(self.ln_1(h), fast)
-        return h + self.mlp(self.ln_2(h))
+    def forward(self, h: Float[Tensor, "batch T C"], fast: bool = True, stride: int = 1) -> Float[Tensor, "batch T_q C"]:
+        h_q = h if stride == 1 else h[:, ::stride]
+        h_q = h_q + self.attention(self.ln_1(h), fast, stride)
+        return h_q + self.mlp(self.ln_2(h_q))
 
 
 class GPT(nn.Module):
@@ -108,18 +146,29 @@ class GPT(nn.Module):
         self.ln_f = nn.LayerNorm(cfg.n_embd)
         self.read_out = nn.Linear(cfg.n_embd, 1)
 
-    def forward(self, tokens: Float[Tensor, "batch T d_plus_1"], fast: bool = True) -> Float[Tensor, "batch T"]:
+    def forward(
+        self, tokens: Float[Tensor, "batch T d_plus_1"], fast: bool = True, stride: int = 1
+    ) -> Float[Tensor, "batch T_out"]:
+        """Scalar outputs at positions ``0, stride, 2 stride, ...`` (all positions by default)."""
         T = tokens.shape[1]
         if T > self.cfg.n_positions:
             raise ValueError(f"prompt of {T} tokens is longer than n_positions={self.cfg.n_positions}")
-        h = self.read_in(tokens) + self.wpe(torch.arange(T, device=tokens.device))
-        for block in self.blocks:
+        if stride < 1:
+            raise ValueError(f"stride must be >= 1, got {stride}")
+        h = self.read_in(tokens) + self.wpe.weight[:T]  # (B, T, C): token + learned position
+        for block in self.blocks[:-1]:
             h = block(h, fast)
+        h = self.blocks[-1](h, fast, stride)  # (B, T_out, C): only the positions read out
         return self.read_out(self.ln_f(h))[..., 0]
 
     def predict(self, X: Float[Tensor, "batch N d"], y: Float[Tensor, "batch N"], fast: bool = True) -> Float[Tensor, "batch N"]:
-        """Prediction of each :math:`y_i` from the prompt before it (outputs at the :math:`x`-tokens)."""
-        return self(interleave(X, y), fast)[:, ::2]
+        """Prediction of each :math:`y_i` from the prompt before it (outputs at the :math:`x`-tokens).
+
+        Equal to ``self(interleave(X, y))[:, ::2]``, with less work: no prediction reads the
+        last label :math:`y_N`, so its token is left out (by causality no other output
+        changes), and the last block runs its queries and MLP at the :math:`x`-tokens only.
+        """
+        return self(interleave(X, y)[:, :-1], fast, stride=2)  # 2N - 1 tokens in, N outputs
 
 
 def train_icl(
