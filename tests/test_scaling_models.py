@@ -6,7 +6,8 @@ import torch
 
 from nnapprox.scaling import (
     expected_loss_data_limited, fit_loglog, load_stdlib_corpus, loss_capacity_limited, loss_data_limited,
-    quanta_probs, random_features_curve, sample_positions, tanh_teacher, train_sweep, train_sweep_loop, variance_limited_curve,
+    quanta_probs, random_features_curve, sample_positions, sweep_strategy, tanh_teacher, train_sweep, train_sweep_loop,
+    variance_limited_curve,
 )
 
 
@@ -63,6 +64,56 @@ def test_batched_sweep_equals_loop_fp64():
     assert torch.equal(a["N"], b["N"])
     chunked = train_sweep(c.train, c.test, widths, D, torch.Generator().manual_seed(0), eval_chunk=10, **kw)
     torch.testing.assert_close(chunked["curves"], a["curves"], rtol=0, atol=1e-12)  # 64 contexts in chunks of 10
+
+
+@pytest.mark.parametrize("strategy", ["batched", "by_width", "auto"])
+def test_every_strategy_equals_loop_fp64(strategy):
+    """Each grouping of the models computes the same training: float64 curves agree to 1e-12.
+
+    Repeated widths (two models of width 4) make ``by_width`` stack models; the widths are
+    not sorted, so the groups' results must be scattered back to the right columns.
+    """
+    c = load_stdlib_corpus()
+    kw = dict(n_steps=12, batch=8, eval_every=4, n_eval=64, dtype=torch.float64)
+    widths, D = [4, 8, 6, 4], [1000, 5000, 2000, 3000]
+    a = train_sweep(c.train, c.test, widths, D, torch.Generator().manual_seed(1), strategy=strategy, eval_chunk=24, **kw)
+    b = train_sweep_loop(c.train, c.test, widths, D, torch.Generator().manual_seed(1), **kw)
+    torch.testing.assert_close(a["curves"], b["curves"], rtol=0, atol=1e-12)
+    assert torch.equal(a["best"], a["curves"].min(dim=0).values) and torch.equal(a["final"], a["curves"][-1])
+
+
+def test_strategies_agree_float32():
+    """In float32 (the chapter's dtype) the strategies differ by rounding only.
+
+    Tolerance 1e-5 nats: about 20 float32 spacings at the loss's size (2^-21 = 4.8e-7 between
+    4 and 8 nats), for summation orders that differ between one padded model, stacks per
+    width and single models. A difference in what is computed (another batch, another
+    initialisation, a skipped update) moves the test loss by 1e-3 nats or more after 40 steps.
+    """
+    c = load_stdlib_corpus()
+    kw = dict(n_steps=40, batch=32, eval_every=20, n_eval=512)
+    widths, D = [8, 32, 8, 16, 32], [2000, 4000, 8000, 2000, 9000]
+    out = {s: train_sweep(c.train, c.test, widths, D, torch.Generator().manual_seed(2), strategy=s, **kw)
+           for s in ("batched", "by_width")}
+    loop = train_sweep_loop(c.train, c.test, widths, D, torch.Generator().manual_seed(2), **kw)
+    for s, o in out.items():
+        torch.testing.assert_close(o["curves"], loop["curves"], rtol=0, atol=1e-5, msg=s)
+
+
+def test_sweep_strategy_rule():
+    """``auto`` is decided by the device type alone: by width on a CPU, one padded model elsewhere."""
+    assert sweep_strategy("cpu") == "by_width" and sweep_strategy(torch.device("cpu")) == "by_width"
+    assert sweep_strategy("cuda") == "batched" and sweep_strategy("cuda:1") == "batched"
+    assert sweep_strategy("mps") == "batched"
+
+
+def test_sweep_rejects_bad_strategy_and_too_few_steps():
+    c = load_stdlib_corpus()
+    with pytest.raises(ValueError, match="valid strategies are"):
+        train_sweep(c.train, c.test, [4], [1000], torch.Generator().manual_seed(0), n_steps=4, eval_every=2,
+                    strategy="fastest")
+    with pytest.raises(ValueError, match="must be >= eval_every"):
+        train_sweep(c.train, c.test, [4], [1000], torch.Generator().manual_seed(0), n_steps=4, eval_every=8)
 
 
 def test_sweep_rejects_mismatched_sizes():
