@@ -77,6 +77,28 @@ def test_mean_huber_with_default_tolerance_stops_early():
     assert abs(bad["alpha"] - TRUTH["alpha"]) > 5 * abs(good["alpha"] - TRUTH["alpha"])
 
 
+def test_runs_record_every_start_and_the_best():
+    N, D, L = _chinchilla_data(np.random.default_rng(4), n=60, noise=0.01)
+    fit = fit_chinchilla(N, D, L, n_best=6)
+    runs = fit.runs
+    assert runs.starts.shape == runs.theta.shape == (6, 5) and runs.n_iter.shape == runs.success.shape == (6,)
+    assert fit.objective == runs.objective_sum.min() and np.array_equal(fit.theta, runs.theta[runs.objective_sum.argmin()])
+    assert fit.n_converged == runs.success.sum()
+    mean = fit_chinchilla(N, D, L, n_best=6, reduction="mean")
+    np.testing.assert_array_equal(mean.runs.starts, runs.starts)  # screening does not depend on the scale
+    assert mean.objective * len(L) == pytest.approx(mean.runs.objective_sum.min(), rel=1e-12)
+
+
+def test_mean_huber_stops_early_start_by_start():
+    """Same starts, same path, n-fold looser tests: the mean fit stops after fewer iterations and higher."""
+    N, D, L = _chinchilla_data(np.random.default_rng(0), noise=0.01)
+    good = fit_chinchilla(N, D, L)
+    bad = fit_chinchilla(N, D, L, reduction="mean", tight=False)
+    np.testing.assert_array_equal(good.runs.starts, bad.runs.starts)
+    assert np.median(bad.runs.n_iter) < np.median(good.runs.n_iter)
+    assert np.median(bad.runs.objective_sum - good.runs.objective_sum) > 2.220446049250313e-09
+
+
 def test_kaplan_recovers_noiseless():
     rng = np.random.default_rng(2)
     N = 10 ** rng.uniform(5, 9, 60)

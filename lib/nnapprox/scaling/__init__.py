@@ -16,10 +16,19 @@ from .bootstrap import bootstrap_fits, percentile_ci
 from .byte_lm import VOCAB, ByteMLP, make_contexts, non_embedding_params
 from .compute_optimal import compute_optimal_exponents, optimal_allocation, optimal_allocation_numeric
 from .corpus import ByteCorpus, file_list_hash, load_stdlib_corpus, stdlib_files
-from .huber_fit import FitResult, fit_huber_log, huber, huber_grad, single_threaded_blas
+from .huber_fit import FitResult, StartRuns, fit_huber_log, huber, huber_grad, single_threaded_blas
 from .power_law import LogLogFit, fit_loglog, fit_saturating_power_law, saturating_power_law
 from .quanta import expected_loss_data_limited, loss_capacity_limited, loss_data_limited, quanta_probs
-from .sweep import init_sweep, lr_schedule, sample_positions, sweep_logits, train_sweep, train_sweep_loop
+from .sweep import (
+    STRATEGIES,
+    init_sweep,
+    lr_schedule,
+    sample_positions,
+    sweep_logits,
+    sweep_strategy,
+    train_sweep,
+    train_sweep_loop,
+)
 from .teacher_student import random_features_curve, tanh_teacher, variance_limited_curve
 from .two_variable import (
     FORMS,
@@ -34,12 +43,12 @@ from .two_variable import (
 )
 
 __all__ = [
-    "FORMS", "VOCAB", "ByteCorpus", "ByteMLP", "FitResult", "LogLogFit", "bootstrap_fits",
+    "FORMS", "STRATEGIES", "VOCAB", "ByteCorpus", "ByteMLP", "FitResult", "LogLogFit", "bootstrap_fits",
     "chinchilla_loss", "chinchilla_starts", "compute_optimal_exponents", "expected_loss_data_limited",
     "file_list_hash", "fit_chinchilla", "fit_huber_log", "fit_kaplan", "fit_loglog", "fit_saturating_power_law",
     "huber", "huber_grad", "init_sweep", "kaplan_loss", "kaplan_starts", "load_stdlib_corpus",
     "loss_capacity_limited", "loss_data_limited", "lr_schedule", "make_contexts", "non_embedding_params",
     "optimal_allocation", "optimal_allocation_numeric", "percentile_ci", "predict", "quanta_probs",
-    "random_features_curve", "sample_positions", "sample_chinchilla_runs", "saturating_power_law", "single_threaded_blas", "stdlib_files",
-    "sweep_logits", "tanh_teacher", "train_sweep", "train_sweep_loop", "variance_limited_curve",
+    "random_features_curve", "sample_positions", "sample_chinchilla_runs", "saturating_power_law", "single_threaded_blas", "StartRuns", "stdlib_files",
+    "sweep_logits", "sweep_strategy", "tanh_teacher", "train_sweep", "train_sweep_loop", "variance_limited_curve",
 ]

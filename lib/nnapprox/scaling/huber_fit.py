@@ -10,9 +10,21 @@ Given a model :math:`\log \hat L(x; \theta)` and observed losses :math:`L_i`, mi
                                               \delta(|r| - \delta/2) & |r| > \delta\end{cases}
 
 from every point of a grid of starts with L-BFGS (scipy), and keep the best. Two details
-matter (``besiroglu2024chinchilla``): the objective is a *sum*, not a mean (with a mean
-the gradient is :math:`n` times smaller and L-BFGS's default tolerances stop it early),
-and the tolerances are tight. ``reduction="mean", tight=False`` reproduces the pitfall.
+matter (``besiroglu2024chinchilla``): the objective is a *sum*, not a mean, and the
+tolerances are tight. ``reduction="mean", tight=False`` reproduces the pitfall.
+
+Why the mean stops early: L-BFGS's iterates do not change when the objective is multiplied
+by a constant :math:`c > 0` (its search directions and line-search conditions are ratios of
+gradients and values), but its stopping tests do. Scipy stops when
+:math:`\max_j |\partial_j f| \le` ``gtol`` :math:`= 10^{-5}` or when one iteration lowers
+:math:`f` by at most ``ftol`` :math:`\cdot \max(|f|, 1)`, ``ftol`` :math:`\approx 2.2\cdot 10^{-9}`
+(the defaults). For :math:`f = \mathcal J / n` these are the tests
+:math:`\max_j |\partial_j \mathcal J| \le n \cdot` ``gtol`` and (while :math:`\mathcal J < n`)
+:math:`\Delta \mathcal J \le n \cdot` ``ftol`` on the sum: :math:`n` times looser. With the
+same L-BFGS memory (``maxcor``) the mean fit follows the summed fit's path and stops sooner
+on it; ``tight=True`` also doubles the memory to 20, which changes the path only after the
+tenth iteration. Every fit keeps its per-start runs (:class:`StartRuns`) so that this can be
+measured (chapter section "How fits go wrong").
 """
 
 from __future__ import annotations
@@ -25,7 +37,7 @@ from dataclasses import dataclass, field, replace
 from typing import Callable, Iterator
 
 import numpy as np
-from jaxtyping import Float
+from jaxtyping import Bool, Float, Int
 from scipy.optimize import minimize
 
 LogModel = Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
@@ -70,14 +82,35 @@ def huber_grad(r: Float[np.ndarray, " n"], delta: float) -> Float[np.ndarray, " 
 
 
 @dataclass(frozen=True)
+class StartRuns:
+    r"""One L-BFGS run per start (after screening), in the order they ran.
+
+    ``objective_sum`` is the *summed* Huber objective :math:`\mathcal J` at each end point,
+    whatever reduction the fit minimised, so that runs of a mean and a summed fit from the
+    same starts can be compared on one scale.
+    """
+
+    starts: Float[np.ndarray, "S p"]
+    theta: Float[np.ndarray, "S p"]
+    objective_sum: Float[np.ndarray, " S"]
+    n_iter: Int[np.ndarray, " S"]
+    success: Bool[np.ndarray, " S"]
+
+
+@dataclass(frozen=True)
 class FitResult:
-    """Best fit over all starts: raw parameter vector, named parameters, objective, diagnostics."""
+    """Best fit over all starts: raw parameter vector, named parameters, objective, diagnostics.
+
+    ``objective`` is in the fit's own reduction (the mean for ``reduction="mean"``); ``runs``
+    holds every start's run.
+    """
 
     theta: np.ndarray
     objective: float
     n_starts: int
     n_converged: int
     params: dict[str, float] = field(default_factory=dict)
+    runs: StartRuns | None = None
 
     def with_params(self, params: dict[str, float]) -> "FitResult":
         return replace(self, params=params)
@@ -134,13 +167,20 @@ def fit_huber_log(
         initial = np.array([objective(theta0)[0] for theta0 in starts])
         initial = np.where(np.isfinite(initial), initial, np.inf)
         starts = starts[np.argsort(initial, kind="stable")[:n_best]]
-    best, best_f, n_conv = None, np.inf, 0
+    best, best_f = None, np.inf
+    thetas, values, n_iter, success = [], [], [], []
     with single_threaded_blas():
         for theta0 in starts:
             res = minimize(objective, theta0, jac=True, method="L-BFGS-B", options=options)
-            n_conv += bool(res.success)
+            thetas.append(np.asarray(res.x, dtype=float))
+            values.append(float(res.fun))
+            n_iter.append(int(res.nit))
+            success.append(bool(res.success))
             if np.isfinite(res.fun) and res.fun < best_f:
                 best, best_f = res.x, float(res.fun)
     if best is None:
         raise RuntimeError("no start gave a finite objective")
-    return FitResult(theta=np.asarray(best), objective=best_f, n_starts=len(starts), n_converged=n_conv)
+    runs = StartRuns(starts=starts.copy(), theta=np.array(thetas), objective_sum=np.array(values) / scale,
+                     n_iter=np.array(n_iter), success=np.array(success))
+    return FitResult(theta=np.asarray(best), objective=best_f, n_starts=len(starts),
+                     n_converged=int(runs.success.sum()), runs=runs)
