@@ -54,8 +54,10 @@ def test_a_wrong_prediction_fails_the_claim():
 
 
 def test_train_decomposition_shapes_and_validation():
-    steps, acc = F.train_decomposition([1, 3], 4, 20, torch.Generator().manual_seed(0), eval_every=10, n_eval=64)
+    steps, acc, init = F.train_decomposition([1, 3], 4, 20, torch.Generator().manual_seed(0), eval_every=10, n_eval=64)
     assert steps.tolist() == [0, 10, 20] and acc.shape == (3, 2, 2)
+    assert init["u"].shape == init["w0"].shape == (2, 4)
+    torch.testing.assert_close(init["u"].norm(dim=1), torch.ones(2))
     assert torch.equal(acc[0, 0], acc[0, 1])  # same initialisation for both learners
     with pytest.raises(ValueError):
         F.train_decomposition([0], 4, 10, torch.Generator())

@@ -53,6 +53,21 @@ def test_sensitivity_decays_like_one_over_n():
     assert -1.3 < F.loglog_slope(ns, change) < -0.7
 
 
+def test_encoder_last_equals_full_forward_and_flip_changes_consistent():
+    layers = F.init_encoder(2, 8, torch.Generator().manual_seed(1))
+    tokens = torch.randint(0, 2, (5, 40), generator=torch.Generator().manual_seed(2))
+    torch.testing.assert_close(F.encoder_last(layers, tokens), F.encoder_forward(layers, tokens)[:, -1],
+                               rtol=0, atol=1e-12)
+    one_by_one = F.flip_changes(layers, 40, 6, torch.Generator().manual_seed(3), chunk=1)
+    batched = F.flip_changes(layers, 40, 6, torch.Generator().manual_seed(3), chunk=32)
+    assert one_by_one.shape == (6,) and (one_by_one > 0).all()
+    torch.testing.assert_close(one_by_one, batched, rtol=0, atol=1e-12)
+    mean = F.flip_sensitivity(layers, 40, 6, torch.Generator().manual_seed(3))
+    assert mean == pytest.approx(float(batched.mean()), rel=1e-12)
+    with pytest.raises(ValueError, match="chunk"):
+        F.flip_changes(layers, 40, 6, chunk=0)
+
+
 def test_loglog_slope_recovers_power():
     x = torch.tensor([1.0, 2.0, 4.0, 8.0], dtype=torch.float64)
     assert F.loglog_slope(x, 3 * x**-1.5) == pytest.approx(-1.5, abs=1e-12)

@@ -21,9 +21,28 @@ def test_parities_orthonormal_and_equal_hadamard(d):
     torch.testing.assert_close(P, F.hadamard_matrix(d), rtol=0, atol=0)
 
 
+def test_inplace_fwht_equals_dense_and_overwrites():
+    g = torch.Generator().manual_seed(4)
+    f = torch.randn(2**7, 3, 2, generator=g, dtype=torch.float64)
+    expected = (F.hadamard_matrix(7) @ f.reshape(2**7, -1)).reshape(f.shape)
+    out = F.fwht_(f)
+    assert out is f  # transformed in place
+    torch.testing.assert_close(f, expected, rtol=0, atol=1e-12)
+    with pytest.raises(ValueError, match="contiguous"):
+        F.fwht_(torch.zeros(8, 4).T)  # a transposed view is not contiguous
+    first = torch.randn(2**6, 5, generator=g, dtype=torch.float64)
+    pieces = first.clone()
+    for block in pieces.view(4, 16, 5):  # the stages along the low 4 bits, block by block
+        F.fwht_(block)
+    torch.testing.assert_close(F.butterflies_(pieces, 16), F.fwht(first), rtol=0, atol=1e-12)
+    with pytest.raises(ValueError, match="power of two"):
+        F.butterflies_(pieces, 3)
+
+
 @pytest.mark.parametrize("loss", F.LOSSES)
-@pytest.mark.parametrize("d", [3, 6])
+@pytest.mark.parametrize("d", [3, 6, 9])
 def test_wht_variance_equals_per_parity_autograd(d, loss):
+    """Fast path (batched per-example gradients + in-place WHT) == one autograd call per parity, float64."""
     params = F.mlp_init(d, 10 * d, torch.Generator().manual_seed(10 + d))
     var, G2, grads = F.parity_gradient_variance(F.mlp_forward, params, d, loss)
     var_ref, G2_ref, grads_ref = F.parity_gradient_variance_reference(F.mlp_forward, params, d, loss)
@@ -99,3 +118,17 @@ def test_claim_can_fail_on_wrong_input():
     G2 = float((g**2).sum(1).mean())
     claims = nnapprox.Claims()
     assert not claims.check("Var <= G^2/|H|", value=var * 32 / G2, op="<=", threshold=1.0, kind="bound", source="Theorem 1")
+
+
+@pytest.mark.parametrize("chunk", [1, 8, 64, 256])
+def test_blocked_fast_path_equals_reference(chunk):
+    """The transform split into per-block stages and the remaining stages gives the same gradients."""
+    d = 8
+    params = F.mlp_init(d, 3 * d, torch.Generator().manual_seed(chunk))
+    var, G2, grads = F.parity_gradient_variance(F.mlp_forward, params, d, "logistic", chunk=chunk)
+    var_ref, G2_ref, grads_ref = F.parity_gradient_variance_reference(F.mlp_forward, params, d, "logistic")
+    torch.testing.assert_close(grads, grads_ref, rtol=0, atol=1e-12)
+    assert abs(var - var_ref) <= 1e-12 * max(1.0, var_ref)
+    assert G2 == pytest.approx(G2_ref, rel=1e-12)
+    with pytest.raises(ValueError, match="chunk"):
+        F.parity_gradient_variance(F.mlp_forward, params, d, "logistic", chunk=3)

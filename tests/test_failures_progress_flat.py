@@ -22,6 +22,43 @@ def test_movement_zscore_null_and_signal():
     assert torch.isnan(F.movement_zscore(W0, W0, masks, [30])[0])  # nothing moved: undefined
 
 
+def test_scan_threshold_is_the_union_bound_t_quantile():
+    from scipy.stats import t as student_t
+
+    tau = F.scan_threshold(6, 120, alpha=1e-3)
+    assert student_t.sf(tau, 6) * 120 == pytest.approx(1e-3, rel=1e-9)
+    assert F.scan_threshold(26, 120) < F.scan_threshold(6, 120)  # fewer columns: heavier tails
+    assert F.scan_threshold(26, 1) < F.scan_threshold(26, 120)  # a longer scan: higher threshold
+    with pytest.raises(ValueError, match="df"):
+        F.scan_threshold(0, 10)
+    with pytest.raises(ValueError, match="alpha"):
+        F.scan_threshold(5, 10, alpha=1.5)
+
+
+def _null_scans(n_scans, n_evals, n, k, seed):
+    """Largest z over a scan of independent evaluations with exchangeable normal column movements."""
+    g = torch.Generator().manual_seed(seed)
+    W0 = torch.zeros(n_scans * n_evals, 1, n, dtype=torch.float64)
+    W = 10.0 + torch.randn(n_scans * n_evals, 1, n, generator=g, dtype=torch.float64)  # mu_j ~ N(10, 1)
+    masks = torch.zeros(n_scans * n_evals, n, dtype=torch.long)
+    masks[:, :k] = 1
+    z = F.movement_zscore(W, W0, masks, [n] * (n_scans * n_evals))
+    return z.reshape(n_scans, n_evals).max(dim=1).values
+
+
+def test_scan_threshold_controls_false_positives_and_normal_quantile_does_not():
+    """Under the null the scan with tau fires at most alpha of the time; the normal quantile fires far more."""
+    from scipy.stats import norm
+
+    n_scans, n_evals, n, k, alpha = 3000, 10, 12, 3, 0.05
+    z_max = _null_scans(n_scans, n_evals, n, k, seed=0)
+    tau = F.scan_threshold(n - k - 1, n_evals, alpha=alpha)
+    rate = float((z_max >= tau).double().mean())
+    assert rate <= alpha + 3 * (alpha * (1 - alpha) / n_scans) ** 0.5
+    naive = float((z_max >= norm.isf(alpha / n_evals)).double().mean())  # ignores the t tails
+    assert naive > 2 * alpha
+
+
 def test_fourier_coefficient_exact_on_the_cube():
     d = 6
     x = F.hypercube(d)

@@ -28,7 +28,7 @@ from .grad_variance import (
     parity_gradient_variance_reference,
     per_example_gradients,
 )
-from .hidden_progress import fourier_coefficient, movement_ratio, movement_zscore
+from .hidden_progress import fourier_coefficient, movement_ratio, movement_zscore, scan_threshold
 from .parity import all_parities, hypercube, parity, random_subset, sample_parity, subset_mask
 from .parity_sgd import relevance, ensemble_forward, init_ensemble, sample_ensemble_batch, train_parity_ensemble
 from .periodic import (
@@ -57,8 +57,16 @@ from .sequence_parity import (
     sample_bit_strings,
     train_running_parity,
 )
-from .sensitivity import encoder_forward, flip_sensitivity, init_encoder, loglog_slope, positional_encoding
+from .sensitivity import (
+    encoder_forward,
+    encoder_last,
+    flip_changes,
+    flip_sensitivity,
+    init_encoder,
+    loglog_slope,
+    positional_encoding,
+)
 from .staircase import evaluate_target, staircase, train_targets_ensemble
-from .walsh_hadamard import fwht, hadamard_matrix
+from .walsh_hadamard import butterflies_, fwht, fwht_, hadamard_matrix
 
 __all__ = [name for name in dir() if not name.startswith("_")]

@@ -119,13 +119,17 @@ def gradient_signals(
 def train_decomposition(
     ks: list[int], d: int, n_steps: int, generator: torch.Generator, *, lr: float = 0.5, batch: int = 128,
     eval_every: int = 50, n_eval: int = 4096,
-) -> tuple[Int[Tensor, " evals"], Float[Tensor, "evals 2 K"]]:
+) -> tuple[Int[Tensor, " evals"], Float[Tensor, "evals 2 K"], dict[str, Float[Tensor, "K d"]]]:
     r"""Train end to end (row 0) and decomposed (row 1) for every ``k`` in ``ks`` with SGD; return accuracy curves.
 
-    Every ``k`` gets its own random unit :math:`u^\ast`; both approaches start from the same
-    :math:`w_0 \sim \mathcal N(0, I_d/d)` and see the same batches. ``accuracy[t, a, j]`` is the
-    fraction of ``n_eval`` fresh tuples with :math:`\mathrm{sign}\,p_w(x) = y` after
-    ``steps[t]`` steps (the decomposed learner is scored on the same end-to-end task).
+    Every member ``j`` (one per entry of ``ks``; a value may repeat, for independent runs of
+    the same ``k``) gets its own random unit :math:`u^\ast` and its own
+    :math:`w_0 \sim \mathcal N(0, I_d/d)`; both approaches start from that :math:`w_0` and see
+    the same batches. Returns ``(steps, accuracy, init)``: ``accuracy[t, a, j]`` is the
+    fraction of ``n_eval`` fresh tuples (drawn per member) with
+    :math:`\mathrm{sign}\,p_w(x) = y` after ``steps[t]`` steps (the decomposed learner is scored
+    on the same end-to-end task); ``init`` holds ``"u"`` and ``"w0"``, one row per member (for
+    the initial moments :func:`part_moments`).
     """
     if not ks or any(k < 1 for k in ks) or d < 1 or n_steps < 1 or eval_every < 1:
         raise ValueError(f"need ks >= 1, d >= 1, n_steps >= 1, eval_every >= 1; got {ks}, {d}, {n_steps}, {eval_every}")
@@ -163,4 +167,4 @@ def train_decomposition(
         if step % eval_every == 0 or step == n_steps:
             steps.append(step)
             curve.append(accuracy())
-    return torch.tensor(steps), torch.stack(curve)
+    return torch.tensor(steps), torch.stack(curve), {"u": u.detach().clone(), "w0": w0.detach().clone()}

@@ -31,7 +31,7 @@ from jaxtyping import Float
 from torch import Tensor
 
 from .parity import all_parities, hypercube
-from .walsh_hadamard import fwht
+from .walsh_hadamard import butterflies_, fwht_
 from nnapprox import rng
 
 Params = dict[str, Tensor]
@@ -90,27 +90,51 @@ def per_example_gradients(model: Model, params: Params, x: Float[Tensor, "batch 
 
 
 def parity_gradient_variance(
-    model: Model, params: Params, d: int, loss: str = "square"
+    model: Model, params: Params, d: int, loss: str = "square", chunk: int = 512
 ) -> tuple[float, float, Float[Tensor, "two_d P"]]:
     r"""Exact :math:`\mathrm{Var}(\mathcal H, F, w)` over all :math:`2^d` parities, and :math:`G(w)^2`.
 
-    Uses the whole cube as the input distribution (exact expectations) and one fast
-    Walsh–Hadamard transform of :math:`\beta(x) g(x)`. Returns ``(var, G2, grads)`` where row
-    ``s`` of ``grads`` is :math:`\nabla F_{\chi_S}(w)`.
+    Uses the whole cube as the input distribution (exact expectations), batched per-example
+    gradients (:func:`per_example_gradients`, one ``torch.func`` backward per block of ``chunk``
+    points) and the fast Walsh–Hadamard transform of :math:`\beta(x) g(x)` in place, with no
+    loop over parities. Blocks of ``chunk`` consecutive points differ only in the low
+    :math:`\log_2` ``chunk`` bits, so the transform's stages along those bits run on each block
+    right after its gradients are computed (while it is in cache), and the remaining stages
+    once on the whole array (:func:`~nnapprox.failures.walsh_hadamard.butterflies_`). With
+    :math:`B = 2^{-d} H[\beta g]` (row :math:`S` the target-dependent part of
+    :math:`\nabla F_{\chi_S}`), the variance is
+    :math:`2^{-d}\sum_S \|B_S\|^2 - \|2^{-d}\sum_S B_S\|^2` (the :math:`h`-independent
+    term :math:`\mathbb{E}_x[\alpha g]` shifts every row equally and drops out). Returns
+    ``(var, G2, grads)`` where row ``s`` of ``grads`` is :math:`\nabla F_{\chi_S}(w)`;
+    :func:`parity_gradient_variance_reference` computes the same numbers the readable way.
     """
     loss_fn(torch.zeros(1), torch.zeros(1), loss)  # validates the name before any work
-    dtype = next(iter(params.values())).dtype
-    x = hypercube(d, dtype).to(next(iter(params.values())).device)
+    if not isinstance(chunk, int) or chunk < 1 or chunk & (chunk - 1):
+        raise ValueError(f"chunk must be a power of two >= 1, got {chunk!r}")
+    first = next(iter(params.values()))
+    x = hypercube(d, first.dtype).to(first.device)
+    n, P = x.shape[0], sum(t.numel() for t in params.values())
+    chunk = min(chunk, n)
     with torch.no_grad():
         p = model(params, x)
-    g = per_example_gradients(model, params, x)  # (2^d, P)
     ones = torch.ones_like(p)
     alpha = 0.5 * (loss_derivative(p, ones, loss) + loss_derivative(p, -ones, loss))
     beta = 0.5 * (loss_derivative(p, ones, loss) - loss_derivative(p, -ones, loss))
-    grads = (alpha[:, None] * g).mean(0) + fwht(beta[:, None] * g) / 2**d  # (2^d, P)
-    var = float(((grads - grads.mean(0)) ** 2).sum(1).mean())
-    G2 = float((g**2).sum(1).mean())
-    return var, G2, grads
+    grads = torch.empty(n, P, dtype=first.dtype, device=first.device)
+    G2, shift = 0.0, torch.zeros(P, dtype=first.dtype, device=first.device)
+    for start in range(0, n, chunk):
+        rows = slice(start, start + chunk)
+        block = grads[rows]  # (chunk, P), contiguous
+        block.copy_(per_example_gradients(model, params, x[rows]))  # g(x) for this block
+        G2 += float(torch.dot(block.view(-1), block.view(-1)))
+        shift += alpha[rows] @ block  # accumulates sum_x alpha(x) g(x)
+        fwht_(block.mul_(beta[rows, None] / n))  # stages along the low bits, within the block
+    B = butterflies_(grads, chunk)  # the remaining stages: B = 2^-d H [beta g]
+    mean = B.mean(0)
+    flat = B.view(-1)
+    var = float(torch.dot(flat, flat)) / n - float(torch.dot(mean, mean))
+    grads = B.add_(shift / n)  # + E_x[alpha g], the same for every parity
+    return var, G2 / n, grads
 
 
 def parity_gradient_variance_reference(

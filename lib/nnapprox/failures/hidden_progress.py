@@ -15,7 +15,14 @@ columns, in units of its standard error,
 
 .. math::  z(t) = \frac{\bar\mu_S - \bar\mu_{\bar S}}{\hat\sigma_{\bar S}\sqrt{1/k + 1/(n-k)}} ,
 
-would be of order one. :func:`movement_zscore` computes :math:`z`, :func:`movement_ratio` the
+would be of order one. More precisely, if the :math:`n` movements were independent draws of one
+normal distribution, :math:`z` would follow Student's :math:`t` with :math:`n - k - 1` degrees
+of freedom (:math:`\hat\sigma_{\bar S}` is estimated from the :math:`n - k` other columns only),
+whose tails are much heavier than the normal's when :math:`n - k` is small. A scan over
+:math:`M` evaluations that reports the first one with :math:`z \ge \tau` has, by the union
+bound, a false-positive rate of at most :math:`M\,P(t_{n-k-1} \ge \tau)`:
+:func:`scan_threshold` returns the :math:`\tau` that makes this :math:`\alpha`.
+:func:`movement_zscore` computes :math:`z`, :func:`movement_ratio` the
 ratio :math:`\bar\mu_S / \bar\mu_{\bar S}`, :func:`fourier_coefficient` the network's Fourier
 coefficient :math:`\hat p(S) = \mathbb{E}_x[p(x)\chi_S(x)]` on a fixed test batch.
 """
@@ -62,6 +69,24 @@ def movement_zscore(
         se = other.std() * (1.0 / len(rel) + 1.0 / len(other)) ** 0.5
         out.append(float((rel.mean() - other.mean()) / se))
     return torch.tensor(out, dtype=torch.float64)
+
+
+def scan_threshold(df: int, n_evals: int, alpha: float = 1e-3) -> float:
+    r"""Threshold :math:`\tau` with :math:`n_{\mathrm{evals}}\, P(t_{\mathrm{df}} \ge \tau) = \alpha`.
+
+    Under the null of exchangeable, independent normal column movements each :math:`z(t)` is
+    :math:`t`-distributed with ``df`` :math:`= n - k - 1` degrees of freedom, so by the union
+    bound the probability that *any* of ``n_evals`` evaluations reaches :math:`\tau` is at most
+    ``alpha`` (whatever the dependence between evaluations; the bound is conservative when they
+    are strongly correlated, as along one training run).
+    """
+    if not isinstance(df, int) or df < 1 or not isinstance(n_evals, int) or n_evals < 1:
+        raise ValueError(f"need integers df >= 1 and n_evals >= 1, got df={df!r}, n_evals={n_evals!r}")
+    if not 0.0 < alpha < 1.0:
+        raise ValueError(f"alpha must be in (0, 1), got {alpha!r}")
+    from scipy.stats import t as student_t
+
+    return float(student_t.isf(alpha / n_evals, df))
 
 
 def fourier_coefficient(p: Float[Tensor, "E n"], chi: Float[Tensor, "E n"]) -> Float[Tensor, " E"]:

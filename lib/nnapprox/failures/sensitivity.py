@@ -13,7 +13,10 @@ every other position sees it through one attention weight, so after each layer t
 with a constant depending on the weights and on :math:`L`. Parity flips with every symbol,
 so a bounded-weight transformer cannot represent it with a margin that survives long inputs.
 This module builds a random post-LayerNorm encoder (:func:`init_encoder`, pure function of a
-generator) and measures the change (:func:`flip_sensitivity`).
+generator) and measures the change per random flip (:func:`flip_changes`, with the last layer
+evaluated at the last position only, :func:`encoder_last`) and its mean
+(:func:`flip_sensitivity`); the chapter fits the exponent of the mean change against :math:`n`
+(:func:`loglog_slope`) for many random encoders.
 """
 
 from __future__ import annotations
@@ -58,32 +61,74 @@ def positional_encoding(n: int, d_model: int) -> Float[Tensor, "n d_model"]:
     return pe
 
 
+def _block(p: Params, z: Float[Tensor, "batch n d_model"], last_only: bool) -> Float[Tensor, "batch q d_model"]:
+    r"""One post-LN layer at every position (``q = n``) or at the last position only (``q = 1``).
+
+    Attention at a position reads every position's keys and values, so only the queries (and
+    everything after the attention) can be restricted to the last position.
+    """
+    d_model = p["W_Q"].shape[0]
+    q = z[:, -1:] if last_only else z
+    scores = (q @ p["W_Q"]) @ (z @ p["W_K"]).transpose(1, 2) / math.sqrt(d_model)  # (batch, q, n)
+    h = torch.nn.functional.layer_norm(q + torch.softmax(scores, -1) @ z @ p["W_V"] @ p["W_O"], (d_model,))
+    return torch.nn.functional.layer_norm(h + torch.relu(h @ p["W_1"]) @ p["W_2"], (d_model,))
+
+
+def _embed(layers: list[Params], tokens: Int[Tensor, "batch n"]) -> Float[Tensor, "batch n d_model"]:
+    d_model = layers[0]["W_Q"].shape[0]
+    return layers[0]["E"][tokens] + positional_encoding(tokens.shape[1], d_model).to(layers[0]["E"].device)
+
+
 def encoder_forward(layers: list[Params], tokens: Int[Tensor, "batch n"]) -> Float[Tensor, "batch n d_model"]:
     r"""Post-LN soft-attention encoder: :math:`z \leftarrow \mathrm{LN}(z + \mathrm{softmax}(zW_Q (zW_K)^\top/\sqrt{d})\, z W_V W_O)`,
     then :math:`z \leftarrow \mathrm{LN}(z + \mathrm{ReLU}(z W_1) W_2)`."""
-    d_model = layers[0]["W_Q"].shape[0]
-    z = layers[0]["E"][tokens] + positional_encoding(tokens.shape[1], d_model).to(layers[0]["E"].device)
+    z = _embed(layers, tokens)
     for p in layers:
-        scores = (z @ p["W_Q"]) @ (z @ p["W_K"]).transpose(1, 2) / math.sqrt(d_model)  # (batch, n, n)
-        z = torch.nn.functional.layer_norm(z + torch.softmax(scores, -1) @ z @ p["W_V"] @ p["W_O"], (d_model,))
-        z = torch.nn.functional.layer_norm(z + torch.relu(z @ p["W_1"]) @ p["W_2"], (d_model,))
+        z = _block(p, z, last_only=False)
     return z
 
 
-def flip_sensitivity(
-    layers: list[Params], n: int, n_trials: int, generator: torch.Generator | None = None
-) -> float:
-    r"""Mean :math:`\|y_n(x) - y_n(x^{\oplus i})\|_2` over random binary strings and random :math:`i < n`."""
-    if n < 2 or n_trials < 1:
-        raise ValueError(f"need n >= 2 and n_trials >= 1, got n={n}, n_trials={n_trials}")
+def encoder_last(layers: list[Params], tokens: Int[Tensor, "batch n"]) -> Float[Tensor, "batch d_model"]:
+    r""":math:`y_n^{(L)}`, the last position of :func:`encoder_forward`, with the last layer evaluated there only.
+
+    Same numbers as ``encoder_forward(layers, tokens)[:, -1]``; the last layer costs
+    :math:`O(n)` instead of :math:`O(n^2)`.
+    """
+    z = _embed(layers, tokens)
+    for p in layers[:-1]:
+        z = _block(p, z, last_only=False)
+    return _block(layers[-1], z, last_only=True)[:, 0]
+
+
+def flip_changes(
+    layers: list[Params], n: int, n_trials: int, generator: torch.Generator | None = None, chunk: int = 32
+) -> Float[Tensor, " n_trials"]:
+    r"""One :math:`\|y_n(x) - y_n(x^{\oplus i})\|_2` per trial: a random binary string and a random :math:`i < n`.
+
+    The trials are independent draws (string, position) and are run ``chunk`` at a time (the
+    attention scores take ``chunk * n^2`` numbers per layer).
+    """
+    if n < 2 or n_trials < 1 or chunk < 1:
+        raise ValueError(f"need n >= 2, n_trials >= 1 and chunk >= 1, got n={n}, n_trials={n_trials}, chunk={chunk}")
     dev = layers[0]["E"].device
     tokens = rng.randint(0, 2, (n_trials, n), generator=generator, device=dev)
     i = rng.randint(0, n - 1, (n_trials,), generator=generator, device=dev)
     flipped = tokens.clone()
     rows = torch.arange(n_trials, device=dev)
     flipped[rows, i] = 1 - flipped[rows, i]
-    y, y_flip = encoder_forward(layers, tokens)[:, -1], encoder_forward(layers, flipped)[:, -1]
-    return float((y - y_flip).norm(dim=1).mean())
+    out = []
+    for start in range(0, n_trials, chunk):
+        part = slice(start, start + chunk)
+        y, y_flip = encoder_last(layers, tokens[part]), encoder_last(layers, flipped[part])
+        out.append((y - y_flip).norm(dim=1))
+    return torch.cat(out)
+
+
+def flip_sensitivity(
+    layers: list[Params], n: int, n_trials: int, generator: torch.Generator | None = None
+) -> float:
+    r"""Mean :math:`\|y_n(x) - y_n(x^{\oplus i})\|_2` over random binary strings and random :math:`i < n` (:func:`flip_changes`)."""
+    return float(flip_changes(layers, n, n_trials, generator).mean())
 
 
 def loglog_slope(x: Float[Tensor, " m"], y: Float[Tensor, " m"]) -> float:
