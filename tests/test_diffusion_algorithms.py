@@ -10,7 +10,8 @@ from nnapprox.diffusion import (
     init_weights, knots, mf_trajectory, mlp_width_for, naive_mean_field, noise, operator_norm,
     posterior_mean, probabilities, relu_tanh, relu_tanh_sup_error_bound, relu_tanh_weights,
     as_denoiser, posterior_mean_error, reverse_sde, sample_exact, sk_coupling, state_index, tap, train_denoiser, tv_distance,
-    unrolled_vi_weights, vi_free_energy, field,
+    unrolled_vi_weights, vi_free_energy, field, train_denoisers, tune_denoisers, validation_draws,
+    held_out_loss, as_ensemble_denoiser,
 )
 
 F64 = torch.float64
@@ -231,3 +232,104 @@ def test_bad_iteration_parameters_raise():
         reverse_sde(lambda h: h, 3, 10, T=1.0, delta=2.0)
     with pytest.raises(ValueError, match="M >= 1"):
         knots(0, 4.0)
+
+
+def test_relu_tanh_equals_the_literal_sum_of_relus_with_the_same_gradients():
+    """The cumulative-sum evaluation is c + sum_k a_k relu(v - b_k) itself: values and gradients
+    (in v, a and c) agree in float64, at random points, beyond the outer knots and on the knots."""
+    g = _gen(21)
+    b = knots(8, 4.0, F64)
+    a = torch.randn(9, generator=g, dtype=F64).requires_grad_(True)
+    c = torch.tensor(0.3, dtype=F64, requires_grad=True)
+    v = torch.cat([6 * torch.randn(500, generator=g, dtype=F64), b, torch.tensor([-50.0, 50.0], dtype=F64)])
+    v.requires_grad_(True)
+    literal = c + (torch.relu(v[:, None] - b) * a).sum(1)
+    fast = relu_tanh(v, a, c, b)
+    assert torch.allclose(fast, literal, atol=1e-12, rtol=0)
+    w = torch.randn(v.shape, generator=g, dtype=F64)
+    grads_fast = torch.autograd.grad((fast * w).sum(), [v, a, c])
+    grads_literal = torch.autograd.grad((literal * w).sum(), [v, a, c])
+    for gf, gl in zip(grads_fast, grads_literal):
+        assert torch.allclose(gf, gl, atol=1e-10, rtol=0)
+
+
+@pytest.mark.parametrize("arch", ["resnet", "mlp"])
+def test_ensemble_training_of_one_model_is_train_denoiser(arch):
+    """train_denoisers with E = 1 draws the same batches, times and noise and takes the same Adam
+    steps (cosine learning rate, early stopping on the same held-out draws) as train_denoiser."""
+    import copy
+
+    g = _gen(22)
+    A = sk_coupling(6, 0.6, g)
+    x = sample_exact(A, 80, g)
+    if arch == "resnet":  # float64: the two paths differ only by round-off
+        net = UnrolledVIResNet(6, 3, 8, dtype=F64)
+        net.load_state_dict(init_weights(6, 3, 8, generator=g, dtype=F64))
+    else:
+        net = MLPDenoiser(6, 12, dtype=F64, generator=g)
+    twin = copy.deepcopy(net)
+    serial = train_denoiser(net, x[16:], 40, _gen(23), lr=3e-2, x_val=x[:16], eval_every=5)
+    g2 = _gen(23)
+    h_val, x_val = validation_draws(x[:16], 64, g2)
+    batched = train_denoisers([twin], x[None, 16:], 40, [3e-2], g2, validation=(h_val[None], x_val[None]),
+                              eval_every=5)
+    assert batched.shape == (1, 40)
+    assert max(abs(s - b) for s, b in zip(serial, batched[0].tolist())) < 1e-10
+    for p, q in zip(net.parameters(), twin.parameters()):
+        assert torch.allclose(p, q, atol=1e-9, rtol=0)
+
+
+def test_ensemble_members_train_independently_with_their_own_learning_rates():
+    """Adam is elementwise and each member's loss involves only its own weights: two ensembles
+    that differ only in member 1's learning rate (10, which wrecks it) end with the same member 0,
+    bit for bit, and a different member 1."""
+    g = _gen(24)
+    A = sk_coupling(5, 0.5, g)
+    x = torch.stack([sample_exact(A, 40, g) for _ in range(2)])
+    init = [MLPDenoiser(5, 8, generator=g) for _ in range(2)]
+    import copy
+
+    runs = []
+    for other_lr in (1e-2, 10.0):
+        models = copy.deepcopy(init)
+        train_denoisers(models, x, 30, [1e-2, other_lr], _gen(25))
+        runs.append(models)
+    for p, q in zip(runs[0][0].parameters(), runs[1][0].parameters()):
+        assert torch.equal(p, q)  # member 0 untouched by member 1's learning rate
+    assert any(not torch.equal(p, q) for p, q in zip(runs[0][1].parameters(), runs[1][1].parameters()))
+
+
+def test_tune_denoisers_keeps_the_configuration_with_the_lowest_held_out_loss():
+    g = _gen(26)
+    A = sk_coupling(5, 0.5, g)
+    x = torch.stack([sample_exact(A, 50, g) for _ in range(3)])
+    nets, configs, table = tune_denoisers(lambda w, g_: MLPDenoiser(5, w, generator=g_), [4, 8],
+                                          [1e-3, 3e-2], x, 20, g, val_draws=8)
+    assert table.shape == (3, 2, 2) and len(nets) == len(configs) == 3
+    for r in range(3):
+        i, j = divmod(int(torch.argmin(table[r].flatten())), 2)
+        assert configs[r] == ([4, 8][i], [1e-3, 3e-2][j])
+        assert nets[r].width == configs[r][0]
+        h_val, x_val = validation_draws(x[r, :10], 8, _gen(0))  # any fresh draws: a finite loss
+        assert math.isfinite(held_out_loss(nets[r], h_val, x_val))
+    with pytest.raises(ValueError, match="learning rates > 0"):
+        tune_denoisers(lambda w, g_: MLPDenoiser(5, w), [4], [0.0], x, 5, g)
+    with pytest.raises(ValueError, match="val_fraction"):
+        tune_denoisers(lambda w, g_: MLPDenoiser(5, w), [4], [1e-2], x[:, :3], 5, g)
+    with pytest.raises((ValueError, TypeError)):  # one training set is (1, n, d), not (n, d)
+        tune_denoisers(lambda w, g_: MLPDenoiser(5, w), [4], [1e-2], x[0], 5, g)
+    with pytest.raises(ValueError, match="one learning rate"):
+        train_denoisers([MLPDenoiser(5, 4)], x[:1], 5, [1e-2, 1e-2], g)
+    with pytest.raises(ValueError, match="same class"):
+        train_denoisers([MLPDenoiser(5, 4), MLPDenoiser(5, 6)], x[:2], 5, [1e-2, 1e-2], g)
+
+
+def test_ensemble_denoiser_runs_each_model_on_its_own_block_whatever_its_width():
+    g = _gen(27)
+    models = [MLPDenoiser(4, 6, generator=g), MLPDenoiser(4, 9, generator=g), MLPDenoiser(4, 6, generator=g)]
+    h = torch.randn(3 * 7, 4, generator=g, dtype=F64)
+    out = as_ensemble_denoiser(models)(h)
+    for e, model in enumerate(models):
+        assert torch.allclose(out[7 * e:7 * (e + 1)], as_denoiser(model)(h[7 * e:7 * (e + 1)]), atol=1e-6)
+    with pytest.raises(ValueError, match="equal blocks"):
+        as_ensemble_denoiser(models)(h[:20])

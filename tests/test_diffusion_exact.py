@@ -9,7 +9,7 @@ import nnapprox
 from nnapprox.diffusion import (
     all_states, exact_score, log_partition, log_uniform_times, noise, posterior_mean,
     posterior_mean_reference, probabilities, sample_exact, score_autograd, sk_coupling,
-    state_index, tv_distance, ks_energy, exact_second_moment, correlation_error,
+    state_index, tv_distance, ks_energy, exact_second_moment, correlation_error, resampled_quality,
 )
 
 F64 = torch.float64
@@ -89,13 +89,36 @@ def test_bad_parameters_raise_before_work():
         exact_score(sk_coupling(3, 0.5), torch.zeros(1, 3, dtype=F64), torch.zeros(1, dtype=F64))
 
 
+def test_resampled_quality_scores_each_draw_like_the_samples_themselves():
+    """Each draw is a multinomial count vector; its TV and correlation error equal those of the
+    samples it counts (rebuilt from the same multinomial indices), for the exact law and another."""
+    g = _gen(7)
+    A = sk_coupling(6, 0.8, g)
+    p, C = probabilities(A), exact_second_moment(A)
+    X = all_states(6)
+    for q in (p, torch.full_like(p, 1 / len(p))):
+        tv, corr = resampled_quality(q, p, C, 300, 5, _gen(8))
+        idx = torch.multinomial(q.expand(5, -1), 300, replacement=True, generator=_gen(8))
+        for r in range(5):
+            assert abs(float(tv[r]) - tv_distance(X[idx[r]], p)) < 1e-12
+            assert abs(float(corr[r]) - correlation_error(X[idx[r]], C)) < 1e-12
+    with pytest.raises(ValueError, match="2\\^d"):
+        resampled_quality(p[:10], p[:10], C, 10, 2)
+
+
 def test_a_tv_claim_can_fail():
-    """A wrong sampler (independent uniform spins) fails the chapter's 'TV <= 2 x noise floor' claim."""
+    """A wrong sampler (independent uniform spins) fails the chapter's TV test: at most 4 null
+    standard deviations above the mean TV of exact samples of the same size."""
     g = _gen(6)
     A = sk_coupling(8, 1.2, g)
-    p = probabilities(A)
-    floor = tv_distance(sample_exact(A, 2000, g), p)
+    p, C = probabilities(A), exact_second_moment(A)
+    tv_null, _ = resampled_quality(p, p, C, 2000, 500, g)
     wrong = torch.where(torch.rand(2000, 8, generator=g) < 0.5, 1.0, -1.0).double()
     claims = nnapprox.Claims()
-    assert not claims.check("wrong sampler", tv_distance(wrong, p) / floor, "<=", 2.0, kind="empirical", basis="derived", source="test")
+    sd = float(tv_null.std())
+    assert not claims.check("wrong sampler", tv_distance(wrong, p) - float(tv_null.mean()), "<=", 4 * sd,
+                            kind="empirical", basis="statistical", se=sd, k=4.0, source="test")
     assert claims.failed
+    exact = sample_exact(A, 2000, g)
+    assert claims.check("exact sampler", tv_distance(exact, p) - float(tv_null.mean()), "<=", 4 * sd,
+                        kind="empirical", basis="statistical", se=sd, k=4.0, source="test")

@@ -28,15 +28,21 @@ from .sample_quality import (
     empirical_law,
     exact_second_moment,
     ks_energy,
+    resampled_quality,
     second_moment,
     tv_distance,
 )
 from .score_matching import (
     as_denoiser,
+    as_ensemble_denoiser,
+    held_out_loss,
     log_uniform_times,
     posterior_mean_error,
     score_error,
     train_denoiser,
+    train_denoisers,
+    tune_denoisers,
+    validation_draws,
 )
 from .score_net import MLPDenoiser, mlp_width_for
 from .unrolled_resnet import (

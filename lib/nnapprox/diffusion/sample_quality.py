@@ -8,6 +8,8 @@ Chapter "Diffusion models as variational inference", section 5.
 * :func:`correlation_error`: :math:`\|\hat C - C\|_F` of the matrices :math:`C = \mathbb E[x x^\top]`.
 * :func:`ks_energy`: Kolmogorov–Smirnov distance between the empirical and the exact law of
   the energy :math:`x^\top A x/2`.
+* :func:`resampled_quality`: the sampling distribution of TV and correlation error for samples
+  of a given size from a given law (exact samples: the null distribution of a test).
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from __future__ import annotations
 import torch
 from jaxtyping import Float
 from torch import Tensor
+
+from nnapprox import rng
 
 from .enumeration import all_states, probabilities, state_index
 from .ising import energy
@@ -62,3 +66,44 @@ def ks_energy(x: Float[Tensor, "n d"], A: Float[Tensor, "d d"]) -> float:
     E_samp = torch.round(energy(x.to(A), A) * 1e9) / 1e9
     F_n = torch.searchsorted(torch.sort(E_samp).values, levels, right=True).to(A.dtype) / x.shape[0]
     return float((F_n - F).abs().max())
+
+
+def resampled_quality(
+    q: Float[Tensor, " states"],
+    p: Float[Tensor, " states"],
+    C: Float[Tensor, "d d"],
+    n: int,
+    n_draws: int,
+    generator: torch.Generator | None = None,
+) -> tuple[Float[Tensor, " n_draws"], Float[Tensor, " n_draws"]]:
+    r"""TV and correlation error of ``n_draws`` independent samples of size ``n`` from a law ``q``.
+
+    ``q`` is a law on :math:`\{-1,1\}^d` (indexed like :func:`all_states`); each draw is the
+    multinomial vector of state counts of ``n`` samples from ``q``, and is scored against
+    :math:`\mu` (probabilities ``p``, second moment ``C``) exactly as :func:`tv_distance` and
+    :func:`correlation_error` score the samples themselves. With ``q = p`` this is the sampling
+    distribution of both statistics for *exact* samplers (the null distribution of a test that a
+    sampler draws from :math:`\mu`); with another ``q`` it measures the test's power against
+    ``q``. Chapter "Diffusion models as variational inference", section 5.
+    """
+    if q.ndim != 1 or q.shape != p.shape or n < 1 or n_draws < 1:
+        raise ValueError(f"need laws q, p of the same length (2^d states) and n, n_draws >= 1, got "
+                         f"{tuple(q.shape)}, {tuple(p.shape)}, n={n}, n_draws={n_draws}")
+    d = C.shape[0]
+    if p.shape[0] != 2**d:
+        raise ValueError(f"p has {p.shape[0]} states; C is {d} x {d}, so 2^d = {2**d} were expected")
+    X = all_states(d, p.dtype, p.device)
+    outer = (X[:, :, None] * X[:, None, :]).reshape(p.shape[0], d * d)  # x x^T per state
+    chunk = max(1, 2**22 // n)  # draws per multinomial call: at most ~4M indices in memory
+    tv, corr = [], []
+    for start in range(0, n_draws, chunk):
+        b = min(chunk, n_draws - start)
+        idx = rng.multinomial(q.expand(b, -1), n, replacement=True, generator=generator).to(p.device)
+        counts = torch.zeros(b, p.shape[0], dtype=p.dtype, device=p.device)
+        counts.scatter_add_(1, idx, torch.ones(idx.shape, dtype=p.dtype, device=p.device))
+        freq = counts / n  # (b, states): empirical laws
+        tv.append(0.5 * (freq - p).abs().sum(1))
+        second = (freq @ outer).reshape(b, d, d)  # empirical E[x x^T] of each draw
+        corr.append(torch.linalg.matrix_norm(second - C.to(p)))
+    tv, corr = torch.cat(tv), torch.cat(corr)
+    return tv, corr

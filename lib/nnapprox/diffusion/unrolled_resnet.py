@@ -57,10 +57,22 @@ def relu_tanh_weights(M: int, R: float, dtype: torch.dtype = torch.float64
 
 def relu_tanh(v: Float[Tensor, "*batch"], a: Float[Tensor, " knots"], c: float | Tensor,
               b: Float[Tensor, " knots"]) -> Float[Tensor, "*batch"]:
-    r""":math:`c + \sum_k a_k \sigma(v - b_k)` applied entrywise (``a``, ``b``, ``c`` are moved to ``v``'s device)."""
+    r""":math:`c + \sum_k a_k \sigma(v - b_k)` applied entrywise (``a``, ``b``, ``c`` are moved to ``v``'s device).
+
+    Evaluated without expanding the ``M + 1`` units: with the knots increasing and
+    :math:`j(v) = \#\{k : b_k < v\}`, the sum is
+    :math:`c + v \sum_{k < j(v)} a_k - \sum_{k < j(v)} a_k b_k`, two cumulative sums read at
+    :math:`j(v)`: the same function and the same gradients (the ReLU's derivative taken 0 at 0),
+    at a cost independent of ``M``. :func:`dense_forward` runs the literal ReLU units.
+    """
     a, b = a.to(v), b.to(v)
     c = c.to(v) if isinstance(c, Tensor) else c
-    return c + torch.relu(v[..., None] - b) @ a
+    j = torch.searchsorted(b, v.detach().contiguous())  # knots strictly below v, (*batch)
+    zero = a.new_zeros(1)
+    slope = torch.cat([zero, torch.cumsum(a, 0)])  # (knots + 1,): sum_{k < j} a_k
+    offset = torch.cat([zero, torch.cumsum(a * b, 0)])  # sum_{k < j} a_k b_k
+    flat = j.reshape(-1)
+    return c + v * slope.gather(0, flat).view(j.shape) - offset.gather(0, flat).view(j.shape)
 
 
 def relu_tanh_sup_error_bound(M: int, R: float) -> float:
