@@ -44,17 +44,17 @@ SETTINGS: dict[str, dict[str, Any]] = {
     "icl_bai_noise": dict(d=5, N=10, sigmas=[0.1, 0.5], steps=12_000, batch=128, lr=1e-3, warmup=500,
                           decay=True),
     "icl_bai_regcls": dict(d=5, N=10, sigma=0.1, steps=6_000, batch=128, lr=1e-3, warmup=500, decay=True),
-    "icl_relu_teacher": dict(d=4, N=24, width=4, steps=5_000, batch=128, lr=3e-4, warmup=500, decay=False),
-    "icl_tasks_4": dict(d=8, N=16, sigma=0.5, n_tasks=4, pool_seed=99, steps=5_000, batch=128, lr=3e-4,
-                        warmup=500, decay=False),
-    "icl_tasks_65536": dict(d=8, N=16, sigma=0.5, n_tasks=65_536, pool_seed=65631, steps=5_000, batch=128,
-                            lr=3e-4, warmup=500, decay=False),
+    "icl_relu_teacher": dict(d=4, N=24, width=4, steps=20_000, batch=64, lr=1e-3, warmup=500, decay=True),
+    "icl_tasks_4": dict(d=8, N=16, sigma=0.5, n_tasks=4, pool_seed=99, steps=30_000, batch=64, lr=1e-3,
+                        warmup=500, decay=True),
+    "icl_tasks_65536": dict(d=8, N=16, sigma=0.5, n_tasks=65_536, pool_seed=65631, steps=30_000, batch=64,
+                            lr=1e-3, warmup=500, decay=True),
 }
 
 GARG_CONFIG = dict(d=5, n_layer=3, n_embd=64, n_head=2, n_positions=22)
 ENCODER_CONFIG = dict(d=5, n_layer=4, n_embd=64, n_head=4)
-RELU_TEACHER_CONFIG = dict(d=4, n_layer=4, n_embd=128, n_head=8, n_positions=50)
-TASKS_CONFIG = dict(d=8, n_layer=4, n_embd=128, n_head=8, n_positions=34)
+RELU_TEACHER_CONFIG = dict(d=4, n_layer=4, n_embd=64, n_head=4, n_positions=50)
+TASKS_CONFIG = dict(d=8, n_layer=4, n_embd=64, n_head=4, n_positions=34)
 
 
 def gpt_model(**config: int) -> GPT:
@@ -138,7 +138,8 @@ CHECKPOINTS: dict[str, Spec] = {
     "icl_garg": Spec("icl", gpt_model, GARG_CONFIG, train_garg, SETTINGS["icl_garg"], seed=0),
     "icl_bai_noise": Spec("icl", BaiEncoder, ENCODER_CONFIG, train_noise, SETTINGS["icl_bai_noise"], seed=0),
     "icl_bai_regcls": Spec("icl", BaiEncoder, ENCODER_CONFIG, train_regcls, SETTINGS["icl_bai_regcls"], seed=0),
+    "icl_relu_teacher": Spec("icl", gpt_model, RELU_TEACHER_CONFIG, train_relu_teacher,
+                             SETTINGS["icl_relu_teacher"], seed=0),
+    "icl_tasks_4": Spec("icl", gpt_model, TASKS_CONFIG, train_tasks, SETTINGS["icl_tasks_4"], seed=0),
+    "icl_tasks_65536": Spec("icl", gpt_model, TASKS_CONFIG, train_tasks, SETTINGS["icl_tasks_65536"], seed=0),
 }
-# Registered once their weights are committed (the chapter loads every registered checkpoint):
-# "icl_relu_teacher": Spec("icl", gpt_model, RELU_TEACHER_CONFIG, train_relu_teacher, ...),
-# "icl_tasks_4" / "icl_tasks_65536": Spec("icl", gpt_model, TASKS_CONFIG, train_tasks, ...).
