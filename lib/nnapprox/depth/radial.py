@@ -69,6 +69,42 @@ def ball_indicator_weights(d: int, k: int, R: float, delta: float, dtype: torch.
             "W2": torch.tensor([[1.0, -1.0]], dtype=dtype), "b2": torch.zeros(1, dtype=dtype)}
 
 
+def squared_norm_weights(d: int, k: int, dtype: torch.dtype = torch.float64) -> Weights:
+    r"""One hidden layer of :math:`dk` ReLUs computing :math:`\hat r^2 = \sum_i q(x_i)` on :math:`[-1, 1]^d`.
+
+    The first two layers of :func:`ball_indicator_weights` with a linear read-out: coordinate
+    :math:`i` feeds its own :math:`k` units of :func:`square_interpolant_weights`.
+    """
+    if not isinstance(d, int) or d < 1:
+        raise ValueError(f"d must be a positive integer, got {d!r}")
+    q = square_interpolant_weights(k, dtype)
+    return {"W0": torch.kron(torch.eye(d, dtype=dtype), q["W0"]), "b0": q["b0"].repeat(d),
+            "W1": q["W1"].repeat(1, d), "b1": d * q["b1"]}
+
+
+def squared_norm_error_mc(
+    d: int, k: int, n: int, generator: torch.Generator, chunk: int = 2048
+) -> tuple[float, float, float]:
+    r"""Monte Carlo of :math:`\hat r^2(x) - \|x\|^2` for :math:`x` uniform on :math:`[-1, 1]^d`: (mean, standard error, max).
+
+    The network :func:`squared_norm_weights` is evaluated in :math:`d` dimensions. Each
+    coordinate falls uniformly in one of the :math:`k` intervals, where the chord error
+    :math:`u(h - u)` (:math:`u` uniform on :math:`[0, h]`) has mean :math:`h^2/6` and
+    variance :math:`h^4/180`; so the exact mean is :math:`d h^2/6 = 2d/(3k^2)`, two thirds of
+    the supremum :math:`d/k^2` (:func:`squared_norm_error_bound`).
+    """
+    if not isinstance(n, int) or n < 2:
+        raise ValueError(f"n must be an integer >= 2, got {n!r}")
+    w = squared_norm_weights(d, k)
+    errs = []
+    for start in range(0, n, chunk):
+        m = min(chunk, n - start)
+        x = 2 * rng.rand(m, d, generator=generator, dtype=torch.float64) - 1
+        errs.append(relu_net(w, x)[:, 0] - (x**2).sum(dim=1))
+    e = torch.cat(errs)
+    return float(e.mean()), float(e.std() / n**0.5), float(e.max())
+
+
 def squared_norm_error_bound(d: int, k: int) -> float:
     r""":math:`d h^2 / 4 = d / k^2`: the sup of :math:`\hat r^2 - \|x\|^2` on :math:`[-1, 1]^d`."""
     return d / k**2

@@ -10,13 +10,15 @@ the layers below, so it splits each piece at most once: a network with hidden wi
 .. math::  \prod_{\ell=1}^{L-1} (m_\ell + 1)
 
 pieces on a line (and at most :math:`(2m)^{l}` for :math:`l` layers of width :math:`m`
-with a 1-D input, Telgarsky 2016, Lemma 2.1). The sawtooth attains :math:`2^L` with 2 units
+with a 1-D input, the counting step of ``telgarsky2015representation``, Theorem 1.1). The sawtooth attains :math:`2^L` with 2 units
 per layer: depth can multiply pieces.
 
-*Typical.* Hanin & Rolnick (2019) show that at initialization (and, empirically, during
-training) the expected number of regions crossed by a line segment grows like
-(length) :math:`\times N`, with :math:`N` the *total* number of neurons, independently of
-how they are arranged in depth. This module provides the bounds and the batched sweep
+*Typical.* Hanin & Rolnick (2019, ``hanin2019complexity``) prove that at initialization the
+expected number of regions met by a line segment of length :math:`T` is at most
+:math:`1 + C_\text{grad} C_\text{bias} T N`, with :math:`N` the *total* number of neurons
+and constants that bound the bias densities and the pre-activation gradients: an upper
+bound linear in length and in :math:`N`, with depth entering only through the constants
+(and, empirically, of the same order during training). This module provides the bounds and the batched sweep
 used by the chapter; counting itself is in :mod:`nnapprox.depth.pieces`.
 """
 

@@ -14,7 +14,8 @@ and the sawtooth :math:`f_L = t \circ \dots \circ t` (:math:`L` times) is a netw
 :math:`x_i = i/n,\ y_i = i \bmod 2` perfectly.
 
 A function with :math:`p` affine pieces, thresholded at :math:`\tfrac12`, misclassifies at
-least a fraction :math:`(n - 4p)/(3n)` of those points (Telgarsky 2015, Lemma 2.1); a
+least a fraction :math:`(n - 4p)/(3n)` of those points (``telgarsky2015representation``, the
+counting step of Theorem 1.1; the exact best error is in :mod:`best_pieces`); a
 one-hidden-layer network with :math:`m` units has at most :math:`m + 1` pieces, so it
 needs :math:`m \ge n/4 - 1` units for zero error (in fact :math:`m \ge n - 2`: each piece
 crosses :math:`\tfrac12` at most once and the labels alternate :math:`n - 1` times).
