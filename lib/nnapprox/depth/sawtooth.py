@@ -64,6 +64,31 @@ def sawtooth_weights(L: int, dtype: torch.dtype = torch.float64, device: torch.d
     return weights
 
 
+def tent_cell(dtype: torch.dtype = torch.float64, device: torch.device | str = "cpu") -> Weights:
+    r"""One recurrent cell :math:`u \mapsto t(u) = 2\sigma(u) - 4\sigma(u - \tfrac12)`: 2 ReLUs and a linear read-out, 7 parameters.
+
+    Iterated :math:`k` times (:func:`recurrent_sawtooth`) it computes the sawtooth
+    :math:`f_k` with the same 7 numbers for every :math:`k`, the weight-tied form of
+    :func:`sawtooth_weights` (``telgarsky2015representation`` gives a recurrent network with
+    a constant number of nodes for the same purpose).
+    """
+    kw = dict(dtype=dtype, device=device)
+    return {"W0": torch.ones(2, 1, **kw), "b0": torch.tensor([0.0, -0.5], **kw),
+            "W1": torch.tensor([[2.0, -4.0]], **kw), "b1": torch.zeros(1, **kw)}
+
+
+def recurrent_sawtooth(x: Float[Tensor, "n 1"], k: int, cell: Weights | None = None) -> Float[Tensor, "n 1"]:
+    r"""Apply the tied :func:`tent_cell` :math:`k` times: :math:`f_k(x) = t^{\circ k}(x)`."""
+    if not isinstance(k, int) or k < 0:
+        raise ValueError(f"k must be an integer >= 0, got {k!r}")
+    if x.ndim != 2 or x.shape[1] != 1:
+        raise ValueError(f"x must have shape (n, 1), got {tuple(x.shape)}")
+    cell = tent_cell(x.dtype, x.device) if cell is None else cell
+    for _ in range(k):
+        x = torch.relu(x @ cell["W0"].T + cell["b0"]) @ cell["W1"].T + cell["b1"]
+    return x
+
+
 def alternating_points(
     k: int, dtype: torch.dtype = torch.float64, device: torch.device | str = "cpu"
 ) -> tuple[Float[Tensor, "n 1"], Float[Tensor, "n 1"]]:
