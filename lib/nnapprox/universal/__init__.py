@@ -3,21 +3,32 @@
 One module per object: :mod:`.shallow` (one hidden layer, 1-D construction),
 :mod:`.square_bump` (ReLU vs polynomial vs Fourier with 13 parameters), :mod:`.maurey`
 (Barron's dimension-free rate), :mod:`.grid_interpolation` (the curse of dimensionality),
-:mod:`.yarotsky` (deep ReLU network for x^2), :mod:`.spectral_bias`,
+:mod:`.yarotsky` (deep ReLU network for x^2), :mod:`.yarotsky_product` (products and
+trees of products), :mod:`.ntk_frequency` (learning time vs
+frequency in the kernel regime), :mod:`.spectral_bias`,
 :mod:`.fourier_features`, :mod:`.transformer` (Yun et al.'s block) and
 :mod:`.selective_shift` (hardmax contextual mapping). :mod:`.mlp` runs any weight dict.
 """
 
 from .fourier_features import fit_fourier_features, fourier_feature_map, predict_fourier_features, relative_mse
-from .grid_interpolation import grid_values, interpolation_rmse, multilinear_interpolate
+from .grid_interpolation import grid_values, interpolation_rmse, multilinear_interpolate, simplicial_interpolate
 from .maurey import gaussian_target, loglog_slope, maurey_constant, maurey_mse, random_cosine_average
-from .mlp import count_hidden_units, count_parameters, init_relu_mlp, relu_mlp, relu_mlp_ensemble
+from .mlp import count_hidden_units, count_parameters, init_relu_mlp, n_layers, relu_mlp, relu_mlp_ensemble
 from .selective_shift import (
     check_contextual_mapping,
     contextual_ids,
     grid_sequences_distinct_columns,
     hardmax_attention_layer,
     selective_shift_heads,
+)
+from .ntk_frequency import (
+    circle_inputs,
+    harmonic_amplitude,
+    ntk_eigenvalue,
+    ntk_learning_time,
+    power_law_exponents,
+    relu_ntk_gram,
+    train_harmonics,
 )
 from .shallow import fit_relu_output_layer, interpolation_bound, relu_interpolant_weights, uniform_knots
 from .spectral_bias import fourier_amplitudes, learning_times, sinusoid_target, spearman, train_spectral_ensemble
@@ -45,9 +56,20 @@ from .transformer import (
     init_block,
     permutation_equivariance_error,
     reverse_batch,
+    reverse_sequence_errors,
     reverse_test_error,
     train_reverse,
     transformer,
+)
+from .yarotsky_product import (
+    clamp01_weights,
+    compose,
+    parallel,
+    product_tree_error_bound,
+    product_tree_weights,
+    yarotsky_product_max_error_theory,
+    yarotsky_product_reference,
+    yarotsky_product_weights,
 )
 from .yarotsky import dyadic_grid, hat, yarotsky_max_error_theory, yarotsky_square_reference, yarotsky_square_weights
 

@@ -8,9 +8,15 @@ error :math:`O(h^2)`:
 .. math::  \|f - I_h f\|_\infty \le \tfrac{d}{8} h^2 \max_i \|\partial_i^2 f\|_\infty
            \quad\Longrightarrow\quad \text{error} \propto N^{-2/d},
 
-so the number of points (or of ReLU units of a network imitating the interpolant) needed for
-an accuracy :math:`\varepsilon` grows like :math:`\varepsilon^{-d/2}`, exponentially in
-:math:`d`. Barron's rate :math:`n^{-1/2}` (:mod:`nnapprox.universal.maurey`) does not.
+so the number of points needed for an accuracy :math:`\varepsilon` grows like
+:math:`\varepsilon^{-d/2}`, exponentially in :math:`d`. Barron's rate :math:`n^{-1/2}`
+(:mod:`nnapprox.universal.maurey`) does not.
+
+For :math:`d \ge 2` the multilinear interpolant is not piecewise linear (it contains products
+such as :math:`x_1x_2`), so no ReLU network equals it. The *simplicial* interpolant
+(:func:`simplicial_interpolate`) is: it splits every cell into the :math:`d!` simplices of the
+Kuhn (Freudenthal) triangulation, :math:`\{x : x_{\pi(1)} \ge \dots \ge x_{\pi(d)}\}` in
+local coordinates, and is affine on each, continuous, and has the same :math:`O(h^2)` error.
 """
 
 from __future__ import annotations
@@ -55,10 +61,47 @@ def multilinear_interpolate(values: Float[Tensor, "..."], x: Float[Tensor, "batc
     return out
 
 
+def simplicial_interpolate(values: Float[Tensor, "..."], x: Float[Tensor, "batch d"]) -> Float[Tensor, " batch"]:
+    r"""Kuhn (Freudenthal) simplicial interpolation of grid ``values`` (shape ``(m,)*d``) at points of :math:`[0,1]^d`.
+
+    With local coordinates :math:`s \in [0, 1]^d` in the cell and :math:`\pi` sorting them
+    decreasingly, the point lies in the simplex with vertices :math:`v_0 = 0`,
+    :math:`v_j = v_{j-1} + e_{\pi(j)}`, and its barycentric weights are
+    :math:`1 - s_{\pi(1)}, s_{\pi(1)} - s_{\pi(2)}, \dots, s_{\pi(d)}`. The result is affine on
+    each simplex and continuous: a continuous piecewise-linear function, which a ReLU network
+    can represent exactly.
+    """
+    d = x.shape[1]
+    if values.ndim != d:
+        raise ValueError(f"values has {values.ndim} axes but the points have d={d}")
+    m = values.shape[0]
+    scaled = x.clamp(0.0, 1.0) * (m - 1)
+    lower = scaled.floor().long().clamp(max=m - 2)  # (batch, d)
+    frac = scaled - lower
+    s_sorted, order = frac.sort(dim=1, descending=True)  # (batch, d)
+    flat = values.reshape(-1)
+    strides = torch.tensor([m ** (d - 1 - i) for i in range(d)], dtype=torch.long)
+    vertex = lower.clone()
+    out = (1 - s_sorted[:, 0]) * flat[(vertex * strides).sum(1)]
+    for j in range(d):
+        vertex = vertex.scatter_add(1, order[:, j : j + 1], torch.ones_like(order[:, j : j + 1]))
+        s_next = s_sorted[:, j + 1] if j + 1 < d else torch.zeros_like(s_sorted[:, 0])
+        out = out + (s_sorted[:, j] - s_next) * flat[(vertex * strides).sum(1)]
+    return out
+
+
 def interpolation_rmse(
-    f: Callable[[Tensor], Tensor], m: int, d: int, generator: torch.Generator, n_test: int = 20_000
+    f: Callable[[Tensor], Tensor],
+    m: int,
+    d: int,
+    generator: torch.Generator,
+    n_test: int = 20_000,
+    method: str = "multilinear",
 ) -> float:
-    r"""Root-mean-square error of :math:`I_h f` at ``n_test`` uniform random points of :math:`[0,1]^d`."""
+    r"""Root-mean-square error of the grid interpolant (``"multilinear"`` or ``"simplicial"``) at uniform random points."""
+    methods = {"multilinear": multilinear_interpolate, "simplicial": simplicial_interpolate}
+    if method not in methods:
+        raise ValueError(f"method must be one of {sorted(methods)}, got {method!r}")
     values = grid_values(f, m, d)
     x = rng.rand(n_test, d, generator=generator, dtype=torch.float64)
-    return float(((multilinear_interpolate(values, x) - f(x)) ** 2).mean().sqrt())
+    return float(((methods[method](values, x) - f(x)) ** 2).mean().sqrt())

@@ -156,6 +156,26 @@ def train_reverse(
 
 
 @torch.no_grad()
+def reverse_sequence_errors(
+    blocks: list[Block], E: Tensor | None, generator: torch.Generator, *, d: int, d_x: int, n: int, n_test: int = 4096
+) -> tuple[Float[Tensor, " n_test"], Float[Tensor, " n_test"]]:
+    r"""Per fresh sequence, :math:`\|g(X+E) - XJ\|^2` and :math:`\|XJ\|^2` (float64), for sampling errors.
+
+    The theorem of Exercise ``ex-universal-reverse`` bounds the expectation of
+    :math:`D = \|g(X) - XJ\|^2 - \tfrac{n-2}{n-1}\|XJ\|^2` below by 0 for every equivariant
+    ``g``; the mean of ``D`` over ``n_test`` i.i.d. sequences estimates it with standard error
+    ``D.std() / sqrt(n_test)``.
+    """
+    if n_test < 2:
+        raise ValueError(f"n_test must be >= 2 (a standard error needs two sequences), got {n_test}")
+    X, Y = reverse_batch(n_test, d, d_x, n, generator)
+    dev = blocks[0]["W_Q"].device
+    X, Y = X.to(dev), Y.to(dev)
+    err = ((transformer(blocks, X, E) - Y) ** 2).sum((1, 2))
+    return err.double().cpu(), (Y**2).sum((1, 2)).double().cpu()
+
+
+@torch.no_grad()
 def reverse_test_error(
     blocks: list[Block], E: Tensor | None, generator: torch.Generator, *, d: int, d_x: int, n: int, n_test: int = 4096
 ) -> float:

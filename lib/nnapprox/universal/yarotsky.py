@@ -1,19 +1,20 @@
 r"""Yarotsky's deep ReLU network for :math:`x^2`: error :math:`4^{-m}` with :math:`O(m)` units.
 
 Universal approximation chapter, section "Depth buys efficiency" (Yarotsky 2017,
-``yarotsky2017error``). With the hat function :math:`g(x) = 2\sigma(x) - 4\sigma(x - \tfrac12)`
-on :math:`[0, 1]` and its :math:`s`-fold composition :math:`g_s` (a sawtooth with
+``yarotsky2017error``). With the tent map :math:`t(x) = 2\sigma(x) - 4\sigma(x - \tfrac12)`
+on :math:`[0, 1]` and its :math:`s`-fold composition :math:`f_s = t^{\circ s}` (the depth
+chapter's sawtooth, with
 :math:`2^{s-1}` teeth),
 
-.. math::  f_m(x) = x - \sum_{s=1}^{m} \frac{g_s(x)}{4^s}
+.. math::  q_m(x) = x - \sum_{s=1}^{m} \frac{f_s(x)}{4^s}
 
 is the piecewise-linear interpolant of :math:`x^2` on the grid :math:`k 2^{-m}`, so
 
-.. math::  \max_{x\in[0,1]} |f_m(x) - x^2| = 2^{-2m-2},
+.. math::  \max_{x\in[0,1]} |q_m(x) - x^2| = 2^{-2m-2},
 
 attained at the midpoints of the grid cells. The network below has :math:`m` hidden layers of
 3 ReLU units: two compute the next hat, one carries the running sum
-:math:`x - \sum_{s\le \ell} g_s/4^s \ge 0` (a ReLU leaves it unchanged), so it has
+:math:`x - \sum_{s\le \ell} f_s/4^s \ge 0` (a ReLU leaves it unchanged), so it has
 :math:`3m` units for error :math:`4^{-m-1}`. A one-hidden-layer network needs
 :math:`\Theta(\varepsilon^{-1/2})` units for the same error.
 """
@@ -28,12 +29,12 @@ from .mlp import Params
 
 
 def hat(x: Float[Tensor, " n"]) -> Float[Tensor, " n"]:
-    r"""Reference :math:`g(x) = 2x` on :math:`[0, \tfrac12]`, :math:`2(1-x)` on :math:`[\tfrac12, 1]`."""
+    r"""Reference tent map :math:`t(x) = 2x` on :math:`[0, \tfrac12]`, :math:`2(1-x)` on :math:`[\tfrac12, 1]`."""
     return torch.where(x < 0.5, 2 * x, 2 * (1 - x))
 
 
 def yarotsky_square_reference(x: Float[Tensor, " n"], m: int) -> Float[Tensor, " n"]:
-    r"""Readable reference: :math:`f_m(x) = x - \sum_{s=1}^m g_s(x)/4^s` by explicit composition."""
+    r"""Readable reference: :math:`q_m(x) = x - \sum_{s=1}^m f_s(x)/4^s` by explicit composition."""
     if m < 0:
         raise ValueError(f"m must be >= 0, got {m}")
     out, g_s = x.clone(), x
@@ -44,11 +45,11 @@ def yarotsky_square_reference(x: Float[Tensor, " n"], m: int) -> Float[Tensor, "
 
 
 def yarotsky_square_weights(m: int, dtype: torch.dtype = torch.float64) -> Params:
-    r"""Weights of the depth-:math:`(m+1)` ReLU network computing :math:`f_m` on :math:`[0,1]` (for :func:`relu_mlp`).
+    r"""Weights of the depth-:math:`(m+1)` ReLU network computing :math:`q_m` on :math:`[0,1]` (for :func:`relu_mlp`).
 
     Hidden layer :math:`\ell` holds :math:`(\sigma(y), \sigma(y - \tfrac12), \sigma(r))` where
-    :math:`y = g_{\ell-1}(x)` and :math:`r = f_{\ell-1}(x)`; the next layer reads
-    :math:`g_\ell = 2\sigma(y) - 4\sigma(y-\tfrac12)` and :math:`f_\ell = r - g_\ell/4^\ell` linearly.
+    :math:`y = f_{\ell-1}(x)` and :math:`r = q_{\ell-1}(x)`; the next layer reads
+    :math:`f_\ell = 2\sigma(y) - 4\sigma(y-\tfrac12)` and :math:`q_\ell = r - f_\ell/4^\ell` linearly.
     """
     if not isinstance(m, int) or m < 1:
         raise ValueError(f"m must be an integer >= 1, got {m!r}")
