@@ -3,12 +3,16 @@
 Garg et al. (2022) train a GPT2Model with a linear read-in and read-out on interleaved
 (x, y) prompts. This script builds that model and the library's GPT at the same size, times
 the full training step (forward, backward, Adam) on the same batches and prints the ratio
-of the per-step times. The two models' steps alternate (library then HF, HF then library,
+of the per-step times. Both models get the same optimizer, the one the chapter's trainers use
+(``nnapprox.icl.gpt.adam``: PyTorch's fused Adam on CPU and CUDA). The two models' steps
+alternate (library then HF, HF then library,
 ...) in one process, so a change in the machine's background load affects both equally;
 each repeat reports the ratio of the median step times, and the script ends with the median
 (min-max) of the repeats' ratios. Run from the repository root::
 
     .venv/bin/python tests/bench_icl.py --threads 1     # CPU, the icl_garg checkpoint's size
+    .venv/bin/python tests/bench_icl.py --threads 1 --d 8 --points 17 --n-layer 4 --n-head 4  # icl_tasks_*
+    .venv/bin/python tests/bench_icl.py --threads 1 --d 4 --points 25 --n-layer 4 --n-head 4  # icl_relu_teacher
     .venv/bin/python tests/bench_icl.py --threads 1 --n-layer 6 --n-embd 128 --n-head 4
     .venv/bin/python tests/bench_icl.py --device cuda --n-layer 12 --n-embd 256 --n-head 8 --d 20
 
@@ -35,6 +39,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--d", type=int, default=5)
+    parser.add_argument("--points", type=int, default=0, help="points per prompt (0: 2d + 1)")
     parser.add_argument("--n-layer", type=int, default=3)
     parser.add_argument("--n-embd", type=int, default=64)
     parser.add_argument("--n-head", type=int, default=2)
@@ -43,6 +48,8 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=5, help="timed repeats (ratio reported per repeat)")
     parser.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
     args = parser.parse_args()
+    if args.points < 0:
+        parser.error("--points must be >= 0")
     if min(args.d, args.n_layer, args.n_embd, args.n_head, args.batch, args.steps, args.repeats) < 1 or args.threads < 0:
         parser.error("--d, --n-layer, --n-embd, --n-head, --batch, --steps and --repeats must be >= 1, --threads >= 0")
     try:
@@ -54,7 +61,7 @@ def main() -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     device = torch.device(args.device)
-    N = 2 * args.d + 1
+    N = args.points or 2 * args.d + 1
     cfg = icl.GPTConfig(d=args.d, n_layer=args.n_layer, n_embd=args.n_embd, n_head=args.n_head, n_positions=2 * N)
 
     class HFRegression(nn.Module):  # Garg et al.'s model: read-in, GPT2Model, read-out at the x-tokens
@@ -79,7 +86,7 @@ def main() -> int:
     opts = {}
     for name, model in models.items():
         model.to(device).train()
-        opts[name] = torch.optim.Adam(model.parameters(), lr=1e-4)
+        opts[name] = icl.gpt.adam(model.parameters(), 1e-4)
 
     def sync() -> None:
         if device.type == "cuda":

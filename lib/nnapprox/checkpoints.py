@@ -260,6 +260,7 @@ def build(name: str, *, directory: Path | None = None, threads: int | None = Non
     if threads is not None:
         torch.set_num_threads(threads)
     s = spec(name)
+    commit = _git_commit()  # the code that trains, not whatever is checked out when training ends
     t0 = time.perf_counter()
     model, losses = train(name)
     wall = time.perf_counter() - t0
@@ -289,7 +290,7 @@ def build(name: str, *, directory: Path | None = None, threads: int | None = Non
         "wall_seconds": round(wall, 1),
         "torch": torch.__version__,
         "nnapprox": __version__,
-        "commit": _git_commit(),
+        "commit": commit,
         "reproduce": f"python -m nnapprox.checkpoints build --name {name}",
     }
     manifest = read_manifest(directory / "manifest.json")  # re-read: other builds may have finished meanwhile

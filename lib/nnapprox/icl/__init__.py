@@ -3,7 +3,7 @@ from .baselines import *  # noqa: F401,F403
 from .curriculum import Curriculum
 from .gpt import GPT, GPTConfig, causal_attention_reference, interleave, train_icl
 from .tasks import (linear_tasks, logistic_tasks, mixed_noise_tasks, pool_tasks, regression_or_classification_tasks,
-                    relu_teacher_tasks, sample_x, sign_tasks, skewed_sqrt_cov, sparse_linear_tasks, task_pool)
+                    relu_teacher_affine_part, relu_teacher_tasks, sample_x, sign_tasks, skewed_sqrt_cov, sparse_linear_tasks, task_pool)
 from .constructions import (layout, lasso_ista_layers, logistic_gd_layers, read_w, readout_layer, ridge_gd_layers,
                             sigmoid_interpolant, sigmoid_interpolant_eval, sigmoid_interpolation_bound)
 from .lsa import LSA, gd_predictions, gd_weights, lsa_layer, lsa_layer_reference, lsa_predict, lsa_tokens

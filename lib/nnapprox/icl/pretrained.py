@@ -1,27 +1,44 @@
 r"""The chapter's trained transformers: settings, training functions and registered checkpoints.
 
-Chapter "In-context learning as gradient descent", part "Trained transformers". Each entry of
+Chapter "In-context learning as gradient descent", part II "What training finds". Each entry of
 :data:`SETTINGS` is the *full profile* of one model: the chapter's full profile trains it from
 scratch with :func:`nnapprox.checkpoints.train`, and the committed checkpoint (``make
 checkpoints``) was produced by the same call, so the quick profile can evaluate the committed
-weights on freshly drawn prompts. The settings are chosen so that each model trains in at most
-about 15 minutes of one CPU thread; the papers train far longer (Garg et al.: 500,000 steps of
-a 12-layer, 256-wide GPT-2 at batch 64; Bai et al.: 12-layer encoders).
+weights on freshly drawn prompts. The settings are chosen so that each model trains in under
+an hour of one CPU thread (the manifest records each run); the papers train far longer
+(Garg et al.: 500,000 steps of a 12-layer, 256-wide GPT-2 at batch 64; Bai et al.: 12-layer
+encoders; Raventós et al.: 500,000 steps of an 8-layer, 128-wide GPT-2).
 
-================  =======================================================================
-checkpoint        model, task distribution, loss
-================  =======================================================================
-``icl_garg``      :class:`~nnapprox.icl.GPT` (3 layers, width 64, 2 heads) on noiseless
-                  linear regression, :math:`d = 5`, :math:`N = 11`, :math:`w\sim\mathcal N(0, I)`;
-                  squared error averaged over all prefixes (Garg et al.)
-``icl_bai_noise`` :class:`~nnapprox.icl.BaiEncoder` (4 post-LN layers, width 64, 4 heads) on
-                  linear regression with :math:`\sigma \in \{0.1, 0.5\}` drawn per prompt,
-                  :math:`d = 5`, :math:`N = 10`, :math:`w\sim\mathcal N(0, I/d)`; plain squared
-                  error of the query (Bai et al.'s noise-level selection)
-``icl_bai_regcls`` the same encoder on regression (:math:`\sigma = 0.1`) and sign
-                  classification; one Adam step on each task in turn, squared error for
-                  regression and logistic loss for classification (Bai et al.'s pre-ICL test)
-================  =======================================================================
+In every setting :math:`d` is the input dimension. For ``icl_garg``, ``N`` is the number of
+points per prompt (every prefix is a prediction); for the other models a prompt has ``N``
+in-context examples and one query, :math:`N + 1` points.
+
+=====================  ==================================================================
+checkpoint             model, task distribution, loss
+=====================  ==================================================================
+``icl_garg``           :class:`~nnapprox.icl.GPT` (3 layers, width 64, 2 heads) on
+                       noiseless linear regression, :math:`d = 5`, :math:`N = 11`,
+                       :math:`w\sim\mathcal N(0, I)`; squared error averaged over all
+                       prefixes (Garg et al.)
+``icl_bai_noise``      :class:`~nnapprox.icl.BaiEncoder` (4 post-LN layers, width 64, 4
+                       heads) on linear regression with :math:`\sigma \in \{0.1, 0.5\}` drawn
+                       per prompt, :math:`d = 5`, :math:`N = 10`,
+                       :math:`w\sim\mathcal N(0, I/d)`; plain squared error of the query
+                       (Bai et al.'s noise-level selection)
+``icl_bai_regcls``     the same encoder on regression (:math:`\sigma = 0.1`) and sign
+                       classification; one Adam step on each task in turn, squared error for
+                       regression and logistic loss for classification (Bai et al.'s pre-ICL
+                       test)
+``icl_relu_teacher``   :class:`~nnapprox.icl.GPT` (4 layers, width 64, 4 heads) on random
+                       two-layer ReLU teachers with 4 hidden units, :math:`d = 4`,
+                       :math:`N = 24`; squared error over every prefix (Wu et al.'s
+                       numerical study)
+``icl_tasks_4``        the same GPT on noisy linear tasks drawn uniformly from a fixed pool
+                       of :math:`2^2` tasks :math:`w_m\sim\mathcal N(0, I)`, :math:`d = 8`,
+                       :math:`N = 16`, :math:`\sigma = 0.5`; squared error over every prefix
+                       (Raventós et al.'s task diversity)
+``icl_tasks_65536``    the same with a pool of :math:`2^{16}` tasks
+=====================  ==================================================================
 """
 
 from __future__ import annotations
@@ -35,7 +52,7 @@ from torch import nn
 from ..checkpoints import Spec
 from ..progress import progress
 from .encoder import BaiEncoder
-from .gpt import GPT, GPTConfig, train_icl
+from .gpt import GPT, GPTConfig, adam, train_icl
 from .tasks import linear_tasks, mixed_noise_tasks, pool_tasks, relu_teacher_tasks, sign_tasks, task_pool
 
 #: Full-profile settings of each trained model (the committed checkpoints were trained with them).
@@ -84,7 +101,7 @@ def train_regcls(model: nn.Module, s: dict[str, Any], generator: torch.Generator
     As in Bai et al.'s code, a training step takes one optimiser step per task in turn. The
     returned curve holds, per step, the mean of the two losses.
     """
-    opt = torch.optim.Adam(model.parameters(), lr=s["lr"])
+    opt = adam(model.parameters(), s["lr"])
     n = 2 * s["steps"]
 
     def rate(t: int) -> float:

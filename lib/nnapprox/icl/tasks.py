@@ -207,6 +207,29 @@ def relu_teacher_tasks(
     return X, relu_net(X, a, V), V, a
 
 
+def relu_teacher_affine_part(
+    V: Float[Tensor, "batch K d"], a: Float[Tensor, "batch K"]
+) -> tuple[Float[Tensor, " batch"], Float[Tensor, "batch d"]]:
+    r"""Best affine approximation :math:`c + b^\top x` of each teacher :math:`a^\top\sigma(Vx)` in :math:`L^2(\mathcal N(0, I_d))`.
+
+    For Gaussian :math:`x` the :math:`L^2` projection onto :math:`\{c + b^\top x\}` is
+    :math:`c = \mathbb E\,y`, :math:`b = \mathbb E\,[y x]` (:math:`\operatorname{Cov} x = I`). With
+    :math:`z = v^\top x \sim \mathcal N(0, \|v\|^2)`, :math:`\mathbb E\,\sigma(z) = \|v\|/\sqrt{2\pi}` and, by
+    Stein's lemma, :math:`\mathbb E\,[\sigma(v^\top x)\,x] = \mathbb E[\sigma'(z)]\,v = v/2`, so
+
+    .. math:: c = \sum_k a_k \|v_k\| / \sqrt{2\pi}, \qquad b = \tfrac12 \sum_k a_k v_k .
+
+    Returns ``(c, b)``. Under :func:`relu_teacher_tasks`' prior, :math:`\mathbb E\,c^2 = 1/\pi` and
+    :math:`\mathbb E\,\|b\|^2 = 1/2` of :math:`\mathbb E\,y^2 = 1`.
+    """
+    if V.dim() != 3 or a.shape != V.shape[:2]:
+        raise ValueError(f"need V of shape (batch, K, d) and a of shape (batch, K); got {tuple(V.shape)}, "
+                         f"{tuple(a.shape)}")
+    c = (a * V.norm(dim=-1)).sum(-1) / math.sqrt(2 * math.pi)
+    b = 0.5 * torch.einsum("bk,bkd->bd", a, V)
+    return c, b
+
+
 def task_pool(M: int, d: int, generator: torch.Generator, *, w_scale: float = 1.0,
               dtype: torch.dtype = torch.float32, device: torch.device | str = "cpu") -> Float[Tensor, "M d"]:
     r"""A finite pool of :math:`M` tasks :math:`w_m \sim \mathcal N(0, w_{\rm scale}^2 I_d)` (``raventos2023pretraining``)."""
