@@ -2,10 +2,11 @@
 
 One module per object: :mod:`relu_net` (networks as weight dicts), :mod:`pieces` (exact
 piece counting), :mod:`sawtooth`, :mod:`best_pieces`, :mod:`shallow`, :mod:`regions`, :mod:`region_density`, :mod:`cantor`,
-:mod:`parity`, :mod:`circuit_counting`, :mod:`narrow`, :mod:`radial`, :mod:`batched_mlp`, :mod:`weight_tied`, :mod:`anderson`.
+:mod:`parity`, :mod:`circuit_counting`, :mod:`automaton`, :mod:`narrow`, :mod:`radial`, :mod:`batched_mlp`, :mod:`weight_tied`, :mod:`anderson`.
 """
 
 from .anderson import anderson, fixed_point_iteration
+from .automaton import automaton_network_weights, automaton_step
 from .best_pieces import (best_error_closed_form, best_piecewise_errors, max_switches,
                           min_errors_with_switches, telgarsky_width_limit)
 from .circuit_counting import log2_circuit_count, shannon_gate_bound
