@@ -6,7 +6,7 @@ import torch
 
 from nnapprox.scaling import (
     expected_loss_data_limited, fit_loglog, load_stdlib_corpus, loss_capacity_limited, loss_data_limited,
-    quanta_probs, random_features_curve, sample_positions, sweep_strategy, tanh_teacher, train_sweep, train_sweep_loop,
+    quanta_probs, variance_loss_data_limited, random_features_curve, sample_positions, sweep_strategy, tanh_teacher, train_sweep, train_sweep_loop,
     variance_limited_curve,
 )
 
@@ -28,6 +28,17 @@ def test_quanta_data_limited_sample_matches_expectation():
     g = torch.Generator().manual_seed(0)
     sampled = np.mean([loss_data_limited(1.0, D, g, n_quanta=100_000) for _ in range(5)], axis=0)
     np.testing.assert_allclose(sampled, expected_loss_data_limited(1.0, D, n_quanta=100_000), rtol=0.05)
+
+
+def test_quanta_data_limited_variance_matches_samples():
+    D = np.array([1_000, 30_000])
+    g = torch.Generator().manual_seed(1)
+    draws = np.array([loss_data_limited(0.5, D, g, tau=2, n_quanta=20_000) for _ in range(400)])
+    var = variance_loss_data_limited(0.5, D, tau=2, n_quanta=20_000)
+    # sample variance of 400 draws: relative se sqrt(2/399) ~ 0.07; 5 se
+    np.testing.assert_allclose(draws.var(axis=0, ddof=1), var, rtol=0.35)
+    with pytest.raises(ValueError, match="tau must be >= 1"):
+        variance_loss_data_limited(0.5, D, tau=0)
 
 
 def test_quanta_bad_alpha():

@@ -18,7 +18,10 @@ from .compute_optimal import compute_optimal_exponents, optimal_allocation, opti
 from .corpus import ByteCorpus, file_list_hash, load_stdlib_corpus, stdlib_files
 from .huber_fit import FitResult, StartRuns, fit_huber_log, huber, huber_grad, single_threaded_blas
 from .power_law import LogLogFit, fit_loglog, fit_saturating_power_law, saturating_power_law
-from .quanta import expected_loss_data_limited, loss_capacity_limited, loss_data_limited, quanta_probs
+from .quanta import (
+    expected_loss_data_limited, loss_capacity_limited, loss_data_limited, quanta_probs,
+    variance_loss_data_limited,
+)
 from .sweep import (
     STRATEGIES,
     init_sweep,
@@ -51,4 +54,5 @@ __all__ = [
     "optimal_allocation", "optimal_allocation_numeric", "percentile_ci", "predict", "quanta_probs",
     "random_features_curve", "sample_positions", "sample_chinchilla_runs", "saturating_power_law", "single_threaded_blas", "StartRuns", "stdlib_files",
     "sweep_logits", "sweep_strategy", "tanh_teacher", "train_sweep", "train_sweep_loop", "variance_limited_curve",
+    "variance_loss_data_limited",
 ]

@@ -90,3 +90,28 @@ def expected_loss_data_limited(
     p = quanta_probs(alpha, n_quanta).numpy()
     tail = float(loss_capacity_limited(alpha, np.array([n_quanta]))[0])
     return np.asarray([float((p * poisson.cdf(tau - 1, p * d)).sum()) + tail for d in np.asarray(D)])
+
+
+def variance_loss_data_limited(
+    alpha: float, D: Int[np.ndarray, " m"], tau: int = 1, n_quanta: int = 1_000_000
+) -> Float[np.ndarray, " m"]:
+    r"""Exact :math:`\operatorname{Var} L(D) = \sum_k p_k^2\, q_k (1 - q_k)` of :func:`loss_data_limited`.
+
+    With Poissonised sampling the counts are independent, so :math:`L(D)` is a sum of
+    independent terms :math:`p_k \mathbf 1[\text{count}_k < \tau]`, each Bernoulli with
+    :math:`q_k = P(\mathrm{Poisson}(D p_k) < \tau)`; the tail beyond ``n_quanta`` is constant.
+    """
+    from scipy.stats import poisson
+
+    _check_alpha(alpha)
+    if tau < 1:
+        raise ValueError(f"tau must be >= 1, got {tau}")
+    D = np.asarray(D)
+    if (D < 1).any():
+        raise ValueError(f"D must be >= 1, got {D.min()}")
+    p = quanta_probs(alpha, n_quanta).numpy()
+    out = []
+    for d in D:
+        q = poisson.cdf(tau - 1, p * d)
+        out.append(float((p**2 * q * (1 - q)).sum()))
+    return np.asarray(out)
