@@ -8,6 +8,24 @@ from nnapprox.sequential.prediction import (  # noqa: F401
     sample_markov, stationary, tree_cost, tree_sources, true_losses,
 )
 
+from nnapprox.sequential.markov_icl import (  # noqa: F401
+    TokenGPT, bigram_bayes_probs, dirichlet_chains, entropy_lower_bound, log_loss, sample_chains,
+    train_token_gpt, unigram_probs,
+)
+from nnapprox.checkpoints import Spec
+
+#: Full-profile settings of the trained models (the committed checkpoints were trained with them).
+SETTINGS = {
+    "sequential_markov": dict(S=3, T=64, steps=6_000, batch=64, lr=1e-3, warmup=300, decay=True),
+}
+MARKOV_CONFIG = dict(S=3, n_layer=2, n_embd=64, n_head=4, T=64)
+
+#: Registered with :mod:`nnapprox.checkpoints`.
+CHECKPOINTS = {
+    "sequential_markov": Spec("sequential", TokenGPT, MARKOV_CONFIG, train_token_gpt,
+                              SETTINGS["sequential_markov"], seed=0),
+}
+
 PROFILES = dict(
     quick=dict(n_lengths=[1024, 4096, 16384], n_sources=12, order=2, ctw_depth=4,
                bandit_B=32, bandit_T=200, bandit_K=10, bandit_d=5, sigma=0.3),
