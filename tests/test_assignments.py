@@ -123,6 +123,38 @@ def test_every_chapter_in_the_toc_has_an_assignment():
     assert not missing, f"chapters without an assignment in chapters/assignments/: {missing}"
 
 
+def _titles(chapter: Path) -> set[str]:
+    """The chapter's title and section headings (outside code cells), numbering and markup removed."""
+    out, in_code = set(), False
+    for line in chapter.read_text().splitlines():
+        if line.startswith("```"):
+            in_code = not in_code
+            continue
+        m = None if in_code else re.match(r"^(#{1,4}) (.+)$", line)
+        if m:
+            text = re.sub(r"^\d+\.\s*", "", m.group(2).strip())  # "3. Barron" -> "Barron"
+            out.add(re.sub(r"[`*]", "", text).strip())
+    return out
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_cited_chapter_and_sections_exist(name):
+    """The opening paragraph cites the chapter and sections in italics; each must be a heading
+    of the chapter (the title or a section), so renaming a section cannot leave a stale
+    citation behind."""
+    import harness
+
+    root = Path(__file__).resolve().parents[1]
+    text = (root / "chapters" / "assignments" / f"{name}.md").read_text()
+    intro = text.split("This problem set accompanies", 1)[1].split("\n\n", 1)[0]
+    intro = re.split(r"\.\s+[A-Z$]", intro, maxsplit=1)[0]  # the first sentence
+    cited = [re.sub(r"\s+", " ", c).strip() for c in re.findall(r"\*([^*]+)\*", intro)]
+    titles = _titles(harness.find_chapter(name))
+    assert cited or "introduction" in intro, f"{name}: the opening paragraph cites no section"
+    stale = [c for c in cited if c not in titles]
+    assert not stale, f"{name}: cited but not a heading of its chapter: {stale}"
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_every_assignment_has_a_wrong_solution(name):
     assert name in WRONG, f"add a deliberately wrong solution for {name} to WRONG"
