@@ -390,3 +390,51 @@ def test_hand_graded_questions_are_collected_and_their_points_merged(built, tmp_
     by = {r.submission: r for r in rows}
     assert by["s01_icl.ipynb"].scores["q4"] == 1.5 and by["s01_icl.ipynb"].possible["q4"] == 2.0
     assert by["s02_icl.ipynb"].scores["q4"] == 0.0
+
+
+def test_two_variants_differ_and_each_grades_its_own_solution_at_full_marks(tmp_path):
+    """``build NAME --variant K``: the constants differ, and each variant's autograder gives its
+    own reference solution every point (its hidden tests compute their references from the
+    variant's constants)."""
+    assert set(asg.variants("intro")) >= {0, 1}
+    cells = {}
+    for k in (0, 1):
+        out = tmp_path / f"v{k}"
+        folder = asg.build_one("intro", out, check=True, variant=k)
+        assert json.loads((folder / "release.json").read_text())["variant"] == k
+        student = nbformat.read(asg.student_notebook(folder), as_version=4)
+        assert student.metadata["nnapprox"]["variant"] == k
+        cells[k] = [c.source for c in student.cells if c.source.lstrip().startswith("# the constants")]
+        subs = tmp_path / f"subs{k}"
+        subs.mkdir()
+        (subs / "solution.ipynb").write_bytes(asg.solution_notebook(folder).read_bytes())
+        (row,) = asg.grade("intro", subs, timeout=GRADE_TIMEOUT, build_dir=out, out=subs / "scores.csv")
+        assert row.status == "ok" and row.scores == row.possible, (k, row)
+    assert len(cells[0]) == len(cells[1]) == 1 and cells[0] != cells[1]
+
+
+def test_variant_and_masters_errors(tmp_path, capsys):
+    with pytest.raises(asg.AssignmentError, match="has variants"):
+        asg.build_one("intro", tmp_path, variant=99)
+    with pytest.raises(asg.AssignmentError, match="has no variants"):
+        asg.build_one("icl", tmp_path, variant=1)
+    from nnapprox.assignments.__main__ import main
+
+    assert main(["--masters", str(tmp_path / "nowhere"), "list"]) == 2
+    assert "not a folder holding assignment masters" in capsys.readouterr().err
+
+
+def test_private_masters_folder(tmp_path, monkeypatch):
+    """``--masters DIR`` reads the assignments from an instructor's own folder."""
+    import importlib
+
+    from nnapprox.assignments.__main__ import main
+
+    b = importlib.import_module("nnapprox.assignments.build")  # the module (the package's `build` is a function)
+
+    masters = tmp_path / "private"
+    masters.mkdir()
+    (masters / "mine.md").write_text((b.MASTERS / "intro.md").read_text())
+    monkeypatch.setattr(b, "MASTERS", b.MASTERS)  # restored after the test
+    assert main(["--masters", str(masters), "list"]) == 0
+    assert asg.available() == ["mine"]

@@ -21,6 +21,8 @@ from .build import (
     master_path,
     solution_notebook,
     student_notebook,
+    use_masters,
+    variants,
 )
 from .grade import STATUSES, Row, grade, grade_submission, question_points, submissions_in, write_csv
 
@@ -41,6 +43,8 @@ __all__ = [
     "question_points",
     "solution_notebook",
     "student_notebook",
+    "use_masters",
+    "variants",
     "submissions_in",
     "write_csv",
 ]

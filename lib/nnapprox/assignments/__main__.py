@@ -7,12 +7,15 @@ import sys
 import time
 from pathlib import Path
 
-from .build import BUILD, AssignmentError, autograder_zip, available, build_one, master_path, student_notebook
+from .build import (BUILD, AssignmentError, autograder_zip, available, build_one, master_path, student_notebook,
+                    use_masters, variants)
 from .grade import grade
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m nnapprox.assignments", description=__doc__)
+    parser.add_argument("--masters", type=Path, default=None,
+                        help="folder of private assignment masters (default: chapters/assignments)")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("list", help="list the assignments")
     p_build = sub.add_parser("build", help="build student notebooks and autograder zips")
@@ -20,6 +23,8 @@ def main(argv: list[str] | None = None) -> int:
     p_build.add_argument("--out", type=Path, default=BUILD, help=f"output folder (default: {BUILD})")
     p_build.add_argument("--no-check", action="store_true",
                          help="skip otter's check of every test against the solutions")
+    p_build.add_argument("--variant", type=int, default=None,
+                         help="the constants of this variant of the master's '# VARIANTS' cell (default: 0)")
     p_grade = sub.add_parser("grade", help="grade a folder of submissions (*.ipynb, *.zip) into a CSV")
     p_grade.add_argument("name", metavar="NAME")
     p_grade.add_argument("folder", type=Path)
@@ -50,6 +55,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     try:
+        if args.masters is not None:
+            use_masters(args.masters)
         if args.command == "list":
             for name in available():
                 print(name)
@@ -57,9 +64,12 @@ def main(argv: list[str] | None = None) -> int:
             names = args.names or available()
             for name in names:
                 master_path(name)
+                if args.variant is not None and not variants(name):
+                    raise AssignmentError(f"assignment {name!r} has no variants; --variant needs a master "
+                                          "with a '# VARIANTS' cell")
             for name in names:
                 start = time.perf_counter()
-                built = build_one(name, args.out, check=not args.no_check)
+                built = build_one(name, args.out, check=not args.no_check, variant=args.variant)
                 print(f"{name}: {student_notebook(built)}  {autograder_zip(built)}  "
                       f"({time.perf_counter() - start:.0f} s)")
         elif args.command == "collect-manual":

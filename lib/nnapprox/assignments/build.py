@@ -14,6 +14,17 @@ and runs ``otter assign``, which writes
   to; grading checks both (:func:`check_release`).
 
 Students see each question's points (``show_question_points``).
+
+Variants. A master may hold a raw cell ``# VARIANTS`` followed by a YAML mapping from variant
+numbers to constants, e.g. ``0: {K: 1.5, seed: 0}``. :func:`build_one` with ``variant=K``
+replaces that cell by a code cell ``VARIANT = {...}`` with variant ``K``'s constants (variant 0
+when none is asked for); the master's cells and hidden tests read their constants from
+``VARIANT``, so each variant's tests compute their references from its own parameters. The
+variant is recorded in ``release.json`` and the student notebook's metadata.
+
+Masters outside the repository. The public masters contain the solutions and hidden tests.
+An instructor keeps private masters in a folder of their own and passes it to the command
+line as ``--masters DIR`` (:func:`use_masters`).
 """
 
 from __future__ import annotations
@@ -35,6 +46,50 @@ BUILD = ROOT / "_build" / "assignments"
 
 class AssignmentError(ValueError):
     """An unknown assignment, a missing folder, a build that failed."""
+
+
+def use_masters(folder: Path | str) -> Path:
+    """Read masters from ``folder`` instead of ``chapters/assignments`` (for this process)."""
+    global MASTERS
+    folder = Path(folder).resolve()
+    if not folder.is_dir() or not any(folder.glob("*.md")):
+        raise AssignmentError(f"--masters {folder}: not a folder holding assignment masters (*.md)")
+    MASTERS = folder
+    return folder
+
+
+def variants(name: str) -> dict[int, dict]:
+    """The variants a master declares in its ``# VARIANTS`` raw cell (empty if it has none)."""
+    import yaml
+
+    for cell in master_notebook(name).cells:
+        if cell.cell_type == "raw" and cell.source.lstrip().startswith("# VARIANTS"):
+            table = yaml.safe_load(cell.source.lstrip().partition("\n")[2]) or {}
+            if not isinstance(table, dict) or not all(isinstance(k, int) and isinstance(v, dict)
+                                                      for k, v in table.items()):
+                raise AssignmentError(f"{name}: '# VARIANTS' must map variant numbers to dicts of constants")
+            return table
+    return {}
+
+
+def _apply_variant(nb, name: str, variant: int | None) -> int | None:
+    """Replace the ``# VARIANTS`` raw cell by ``VARIANT = {...}``; return the variant used."""
+    import nbformat
+
+    table = variants(name)
+    if not table:
+        if variant is not None:
+            raise AssignmentError(f"assignment {name!r} has no variants (no '# VARIANTS' cell in its master)")
+        return None
+    chosen = min(table) if variant is None else variant
+    if chosen not in table:
+        raise AssignmentError(f"assignment {name!r} has variants {sorted(table)}, not {variant}")
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type == "raw" and cell.source.lstrip().startswith("# VARIANTS"):
+            nb.cells[i] = nbformat.v4.new_code_cell(
+                f"# the constants of this version of the assignment (variant {chosen})\n"
+                f"VARIANT = {table[chosen]!r}")
+    return chosen
 
 
 def available() -> list[str]:
@@ -59,16 +114,21 @@ def master_notebook(name: str):
     return jupytext.read(master_path(name), fmt="md:myst")
 
 
-def build_one(name: str, out: Path | str = BUILD, *, check: bool = True, quiet: bool = True) -> Path:
+def build_one(name: str, out: Path | str = BUILD, *, check: bool = True, quiet: bool = True,
+              variant: int | None = None) -> Path:
     """Run ``otter assign`` on the master of ``name``; return ``<out>/<name>``.
 
     ``check=True`` lets otter run every test (public and hidden) against the solutions and
-    fail the build if one fails. The output folder is replaced.
+    fail the build if one fails. The output folder is replaced. ``variant`` picks the
+    constants of the master's ``# VARIANTS`` cell (see the module docstring).
     """
     import nbformat
     from otter.assign import main as otter_assign
 
     master = master_path(name)
+    if variant is not None and not isinstance(variant, int):
+        raise AssignmentError(f"variant must be an integer, got {variant!r}")
+    variants(name)  # a malformed table fails before any work
     dest = Path(out).resolve() / name
     if dest.exists():
         shutil.rmtree(dest)
@@ -76,6 +136,7 @@ def build_one(name: str, out: Path | str = BUILD, *, check: bool = True, quiet: 
     work.mkdir(parents=True)
     nb = master_notebook(name)
     nb.metadata.pop("jupytext", None)
+    chosen = _apply_variant(nb, name, variant)
     _show_question_points(nb)
     nbformat.write(nb, work / f"{name}.ipynb")
 
@@ -96,11 +157,11 @@ def build_one(name: str, out: Path | str = BUILD, *, check: bool = True, quiet: 
     shutil.rmtree(work)
     if not autograder_zip(dest).exists():
         raise AssignmentError(f"otter assign wrote no autograder zip under {dest / 'autograder'}")
-    manifest = release_manifest(name)
+    manifest = release_manifest(name) | {"variant": chosen}
     (dest / "release.json").write_text(json.dumps(manifest, indent=1) + "\n")
     student = student_notebook(dest)
     snb = nbformat.read(student, as_version=4)
-    snb.metadata["nnapprox"] = {"assignment": name, "release": manifest["release"]}
+    snb.metadata["nnapprox"] = {"assignment": name, "release": manifest["release"], "variant": chosen}
     nbformat.write(snb, student)
     return dest
 
