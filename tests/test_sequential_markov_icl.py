@@ -53,17 +53,22 @@ def test_bayes_predictor_matches_the_counting_loop_and_unigram_its_own():
     assert torch.allclose(u[0], (m + 1) / (torch.arange(30)[:, None] + 4), atol=1e-12, rtol=0)
 
 
-def test_bayes_predictor_is_the_posterior_mean_of_the_prior():
-    # averaged over the prior, E[-log p_Bayes] <= E[-log p_unigram] (Bayes is optimal), and at the
-    # last positions the Bayes loss approaches the expected entropy rate H_S - 1 from above
+def test_bayes_predictor_beats_unigram_on_the_prior():
+    # averaged over the prior, E[-log p_Bayes] <= E[-log p_unigram] (Bayes is optimal)
     g = torch.Generator().manual_seed(3)
     x = Q.sample_chains(Q.dirichlet_chains(4000, 3, g), 200, g)
     lb = Q.log_loss(Q.bigram_bayes_probs(x, 3), x)
     lu = Q.log_loss(Q.unigram_probs(x, 3), x)
     diff = (lu - lb).mean(1)
     assert float(diff.mean()) > 5 * float(diff.std()) / math.sqrt(4000)
-    tail = lb[:, 150:].mean(1)
-    assert float(tail.mean()) > Q.entropy_lower_bound(3) - 4 * float(tail.std()) / math.sqrt(4000)
+
+
+def test_expected_row_entropy_is_the_harmonic_number_minus_one():
+    P = Q.dirichlet_chains(50_000, 3, torch.Generator().manual_seed(4)).double()
+    H = -(P[:, 0] * P[:, 0].log()).sum(-1)  # entropy of one row per chain
+    se = float(H.std()) / math.sqrt(H.numel())
+    assert abs(float(H.mean()) - Q.expected_row_entropy(3)) < 5 * se
+    assert Q.expected_row_entropy(2) == pytest.approx(0.5)
 
 
 def test_token_gpt_shapes_and_causality():

@@ -9,7 +9,7 @@ from nnapprox.sequential.prediction import (  # noqa: F401
 )
 
 from nnapprox.sequential.markov_icl import (  # noqa: F401
-    TokenGPT, bigram_bayes_probs, dirichlet_chains, entropy_lower_bound, log_loss, sample_chains,
+    TokenGPT, bigram_bayes_probs, dirichlet_chains, expected_row_entropy, log_loss, sample_chains,
     train_token_gpt, unigram_probs,
 )
 from nnapprox.checkpoints import Spec

@@ -1,7 +1,7 @@
 r"""Random Markov chains in context: the Bayes predictor, its unigram baseline and a token GPT.
 
-Chapter "Universal prediction and decision making in context", section "A transformer as a
-universal predictor in context" (``edelman2024evolution``). A prompt is a sequence
+Chapter "Universal prediction and decision making in context", section "A transformer as the
+Bayes predictor for first-order chains" (``edelman2024evolution``). A prompt is a sequence
 :math:`x_1, \dots, x_T` over :math:`S` states from a Markov chain whose transition matrix is
 drawn afresh for every prompt, each row independently from the uniform distribution on the
 simplex (Dirichlet with all parameters 1). Under this prior the Bayes-optimal prediction of
@@ -11,8 +11,11 @@ simplex (Dirichlet with all parameters 1). Under this prior the Bayes-optimal pr
 .. math:: p(x_{t+1} = j \mid x_{1:t}) = \frac{n_t(x_t, j) + 1}{n_t(x_t) + S},
 
 with :math:`n_t(i, j)` the number of transitions :math:`i \to j` in :math:`x_{1:t}` and
-:math:`n_t(i) = \sum_j n_t(i, j)`; the first symbol is uniform. The *unigram* predictor, the
-stage Edelman et al. observe before the bigram one, uses the symbol counts alone:
+:math:`n_t(i) = \sum_j n_t(i, j)`; the first symbol is uniform, independent of the chain, which
+makes this rule exactly Bayes (Edelman et al. draw it from the chain's stationary distribution,
+under which the rule is close to but not exactly Bayes). The *unigram* predictor, the
+intermediate stage Edelman et al. observe (after uniform predictions, before the bigram rule),
+uses the symbol counts alone:
 :math:`(m_t(j) + 1)/(t + S)`. A trained causal transformer (:class:`TokenGPT`) is compared
 with both by its log loss.
 """
@@ -153,11 +156,13 @@ def train_token_gpt(model: TokenGPT, s: dict[str, Any], generator: torch.Generat
     return torch.stack(losses).tolist() if losses else []
 
 
-def entropy_lower_bound(S: int) -> float:
+def expected_row_entropy(S: int) -> float:
     r"""Expected entropy (nats) of a row uniform on the simplex, :math:`H_S - 1` with :math:`H_S = \sum_{i\le S} 1/i`.
 
-    The loss of the predictor that knows the chain, averaged over the prior, at a fixed state:
-    for a Dirichlet(1, ..., 1) row, :math:`\mathbb E[-\sum_j p_j \log p_j] = \psi(S+1) - \psi(2) = H_S - 1`.
+    For a Dirichlet(1, ..., 1) row, :math:`\mathbb E[-\sum_j p_j \log p_j] = \psi(S+1) - \psi(2) = H_S - 1`:
+    the expected loss of the predictor that knows the chain at a state chosen independently of
+    the chain (the first transition). Along a sequence the visited states depend on the rows, so
+    the oracle's loss averaged over positions differs (it is lower for :math:`S = 3`).
     """
     if S < 2:
         raise ValueError(f"need S >= 2, got {S}")
