@@ -361,7 +361,7 @@ def test_hand_graded_questions_are_collected_and_their_points_merged(built, tmp_
     from nnapprox.assignments import manual
 
     questions = manual.manual_questions("icl")
-    assert [q.name for q in questions] == ["q4"] and "Reference answer" in questions[0].reference
+    assert [q.name for q in questions] == ["q4", "q7"] and "Reference answer" in questions[0].reference
     folder = built["icl"]
     subs = tmp_path / "subs"
     subs.mkdir()
@@ -378,18 +378,19 @@ def test_hand_graded_questions_are_collected_and_their_points_merged(built, tmp_
     assert "s01_icl.ipynb,s01" in (tmp_path / "manual" / "manual-icl-key.csv").read_text()
     with pytest.raises(asg.AssignmentError, match="line 2, column q4: '' is not a number"):
         manual.read_points("icl", csv_path)
-    lines = csv_path.read_text().splitlines()
-    lines[1] = lines[1].replace(",S01,,,", ",S01,,1.5,")
-    lines[2] = lines[2].replace(",S02,,,", ",S02,,3,")
+    lines = csv_path.read_text().splitlines()  # columns: submission, label, student_id, q4, q7, comment
+    lines[1] = lines[1].replace(",S01,,,,", ",S01,,1.5,2,")
+    lines[2] = lines[2].replace(",S02,,,,", ",S02,,3,0,")
     csv_path.write_text("\n".join(lines) + "\n")
     with pytest.raises(asg.AssignmentError, match="3 is outside 0 to 2 points"):
         manual.read_points("icl", csv_path)
-    csv_path.write_text(csv_path.read_text().replace(",S02,,3,", ",S02,,0,"))
-    assert manual.read_points("icl", csv_path) == {"s01_icl.ipynb": {"q4": 1.5}, "s02_icl.ipynb": {"q4": 0.0}}
+    csv_path.write_text(csv_path.read_text().replace(",S02,,3,0,", ",S02,,0,0,"))
+    assert manual.read_points("icl", csv_path) == {"s01_icl.ipynb": {"q4": 1.5, "q7": 2.0},
+                                                   "s02_icl.ipynb": {"q4": 0.0, "q7": 0.0}}
     rows = asg.grade("icl", subs, timeout=GRADE_TIMEOUT, jobs=2, build_dir=folder.parent, manual=csv_path)
     by = {r.submission: r for r in rows}
     assert by["s01_icl.ipynb"].scores["q4"] == 1.5 and by["s01_icl.ipynb"].possible["q4"] == 2.0
-    assert by["s02_icl.ipynb"].scores["q4"] == 0.0
+    assert by["s01_icl.ipynb"].scores["q7"] == 2.0 and by["s02_icl.ipynb"].scores["q4"] == 0.0
 
 
 def test_two_variants_differ_and_each_grades_its_own_solution_at_full_marks(tmp_path):
@@ -438,3 +439,38 @@ def test_private_masters_folder(tmp_path, monkeypatch):
     monkeypatch.setattr(b, "MASTERS", b.MASTERS)  # restored after the test
     assert main(["--masters", str(masters), "list"]) == 0
     assert asg.available() == ["mine"]
+
+
+def test_autograder_zip_grades_in_a_fresh_environment(built, tmp_path):
+    """The zip says what grading needs: a new virtual environment with only the pip packages
+    of the zip's environment.yml (the library's wheel inside the zip, at otter's container path
+    mapped to where the zip is unpacked) grades the reference solution at full marks with
+    ``otter run``."""
+    import subprocess
+    import sys
+    import zipfile
+
+    import yaml
+
+    folder = built["intro"]
+    src = tmp_path / "autograder"
+    with zipfile.ZipFile(asg.autograder_zip(folder)) as z:
+        z.extractall(src)
+    env = yaml.safe_load((src / "environment.yml").read_text())
+    (pip,) = [d["pip"] for d in env["dependencies"] if isinstance(d, dict)]
+    assert any(p.startswith("torch==") for p in pip) and any(p.endswith(".whl") for p in pip)
+    pip = [p.replace("/autograder/source", str(src)) for p in pip]
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
+    done = subprocess.run([str(venv / "bin" / "pip"), "install", "-q", *pip], capture_output=True, text=True,
+                          timeout=1200)
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = tmp_path / "out"
+    out.mkdir()
+    done = subprocess.run([str(venv / "bin" / "otter"), "run", "-a", str(asg.autograder_zip(folder)), "-o", str(out),
+                           str(asg.solution_notebook(folder))], capture_output=True, text=True, timeout=600,
+                          cwd=tmp_path)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    results = json.loads((out / "results.json").read_text())
+    scored = [t for t in results["tests"] if t.get("max_score")]
+    assert scored and all(t["score"] == t["max_score"] for t in scored), scored

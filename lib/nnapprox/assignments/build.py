@@ -22,6 +22,13 @@ when none is asked for); the master's cells and hidden tests read their constant
 ``VARIANT``, so each variant's tests compute their references from its own parameters. The
 variant is recorded in ``release.json`` and the student notebook's metadata.
 
+A self-contained autograder. The zip names everything grading needs: :func:`build_one` puts a
+wheel of this library (built from the checkout, with its package data) under ``files/`` and
+adds the pinned runtime requirements (``RUNTIME``, the lock file's versions) and the wheel at
+otter's container path ``/autograder/source/files/`` to the zip's ``environment.yml``, so
+``otter grade`` (container, no network after the image is built) and Gradescope can import
+``torch`` and ``nnapprox``.
+
 Masters outside the repository. The public masters contain the solutions and hidden tests.
 An instructor keeps private masters in a folder of their own and passes it to the command
 line as ``--masters DIR`` (:func:`use_masters`).
@@ -42,6 +49,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[3]
 MASTERS = ROOT / "chapters" / "assignments"
 BUILD = ROOT / "_build" / "assignments"
+
+
+#: The library's runtime requirements, pinned to the lock file's versions in the autograder.
+RUNTIME = ("torch", "numpy", "scipy", "matplotlib", "tqdm", "jaxtyping", "safetensors")
+CONTAINER_SOURCE = "/autograder/source"  # where otter's containers unpack the autograder zip
 
 
 class AssignmentError(ValueError):
@@ -92,6 +104,60 @@ def _apply_variant(nb, name: str, variant: int | None) -> int | None:
     return chosen
 
 
+def _pinned_runtime() -> list[str]:
+    """``name==version`` for each of :data:`RUNTIME`, from ``requirements-lock.txt``."""
+    lock = ROOT / "requirements-lock.txt"
+    if not lock.exists():
+        raise AssignmentError(f"{lock} is missing: the autograder pins the lock file's versions")
+    pins = {}
+    for line in lock.read_text().splitlines():
+        name, sep, version = line.strip().partition("==")
+        if sep:
+            pins[name.lower()] = version.split(";")[0].split()[0]
+    missing = [n for n in RUNTIME if n not in pins]
+    if missing:
+        raise AssignmentError(f"requirements-lock.txt pins no version of {missing}")
+    return [f"{n}=={pins[n]}" for n in RUNTIME]
+
+
+def _library_wheel(dest: Path) -> Path:
+    """A wheel of ``nnapprox`` (package data included) built from the checkout into ``dest``."""
+    import sys
+
+    if not (ROOT / "pyproject.toml").exists():
+        raise AssignmentError(f"building an autograder needs the repository checkout ({ROOT} has no pyproject.toml)")
+    src = Path(dest) / "nnapprox-src"  # a copy, so the build leaves nothing behind in the checkout
+    shutil.copytree(ROOT / "lib", src / "lib",
+                    ignore=shutil.ignore_patterns("__pycache__", "*.egg-info", "assignments-build"))
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy2(ROOT / name, src / name)
+    done = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
+                           "-w", str(dest), str(src)], capture_output=True, text=True, timeout=600)
+    shutil.rmtree(src, ignore_errors=True)
+    wheels = sorted(Path(dest).glob("nnapprox-*.whl"))
+    if done.returncode or not wheels:
+        raise AssignmentError(f"could not build the nnapprox wheel for the autograder:\n{done.stderr[-2000:]}")
+    return wheels[-1]
+
+
+def _self_contained(nb, work: Path) -> None:
+    """Make the master's autograder carry the library: a wheel in ``files/`` and pinned requirements."""
+    import yaml
+
+    wheel = _library_wheel(work)
+    lines = _pinned_runtime() + [f"{CONTAINER_SOURCE}/files/{wheel.name}"]
+    (work / "requirements.txt").write_text("\n".join(lines) + "\n")
+    for cell in nb.cells:
+        if cell.cell_type == "raw" and cell.source.lstrip().startswith("# ASSIGNMENT CONFIG"):
+            head, _, body = cell.source.partition("\n")
+            config = yaml.safe_load(body) or {}
+            config["requirements"] = "requirements.txt"
+            config["files"] = list(config.get("files") or []) + [wheel.name]
+            cell.source = head + "\n" + yaml.safe_dump(config, sort_keys=False)
+            return
+    raise AssignmentError("the master has no '# ASSIGNMENT CONFIG' raw cell")
+
+
 def available() -> list[str]:
     """Names of the assignments: the stems of ``chapters/assignments/*.md``, sorted."""
     return sorted(p.stem for p in MASTERS.glob("*.md"))
@@ -138,6 +204,7 @@ def build_one(name: str, out: Path | str = BUILD, *, check: bool = True, quiet: 
     nb.metadata.pop("jupytext", None)
     chosen = _apply_variant(nb, name, variant)
     _show_question_points(nb)
+    _self_contained(nb, work)
     nbformat.write(nb, work / f"{name}.ipynb")
 
     sink = io.StringIO()
