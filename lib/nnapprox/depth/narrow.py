@@ -10,8 +10,8 @@ input, and on the hat (tent) function :math:`h(x) = 2\sigma(x) - 4\sigma(x - \fr
 which goes :math:`0 \to 1 \to 0` on :math:`0, \frac12, 1`, its sup error is at least
 :math:`\frac12`: a monotone :math:`f` has :math:`f(\frac12) \le f(1)` or
 :math:`f(\frac12) \le f(0)`, and then :math:`\max(|1 - f(\tfrac12)|, |f(\cdot)|) \ge \tfrac12`.
-Width 2 (= input dimension + 1) represents :math:`h` exactly (Hanin & Sellke 2017: width
-:math:`d + 1` is necessary and :math:`d + 2` sufficient for universality in the sup norm).
+Width 2 (= input dimension + 1) represents :math:`h` exactly (Hanin & Sellke 2017: for scalar
+output the minimal width for universality in the sup norm is exactly :math:`d + 1`).
 """
 
 from __future__ import annotations

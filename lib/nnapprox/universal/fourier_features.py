@@ -1,4 +1,4 @@
-r"""Random Fourier features remove the spectral bias (and, too wide, overfit).
+r"""Random Fourier features tune the bandwidth of the network's kernel (and, too wide, overfit).
 
 Universal approximation chapter, section "Fourier features" (Tancik et al. 2020,
 ``tancik2020fourier``). Before the MLP, the input :math:`v \in [0,1]` is mapped to

@@ -207,7 +207,7 @@ def fourier_bump_l2_error_exact(K: int, a: float = 0.25, b: float = 0.75) -> flo
     r"""Closed-form (Parseval) :math:`L^2` error of the Fourier partial sum with ``K`` frequencies.
 
     :math:`\|f - S_K f\|^2 = (b-a) - (b-a)^2 - \sum_{k=1}^K 2\sin^2(\pi k (b-a))/(\pi k)^2`;
-    0.1294 for the chapter's bump and :math:`K = 6`.
+    for the chapter's bump and :math:`K = 6` the squared error is 0.0167 (error 0.1294).
     """
     if not isinstance(K, int) or K < 0:
         raise ValueError(f"K must be a non-negative int, got {K!r}")
