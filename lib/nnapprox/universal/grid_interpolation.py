@@ -39,20 +39,26 @@ def grid_values(f: Callable[[Tensor], Tensor], m: int, d: int) -> Float[Tensor, 
     return f(mesh.reshape(-1, d)).reshape((m,) * d)
 
 
-def multilinear_interpolate(values: Float[Tensor, "..."], x: Float[Tensor, "batch d"]) -> Float[Tensor, " batch"]:
-    r"""Multilinear interpolation :math:`I_h f(x)` of grid ``values`` (shape ``(m,)*d``) at points of :math:`[0,1]^d`.
-
-    Sums the :math:`2^d` corners of the cell of each point with the tensor-product hat weights.
-    """
+def _cell(values: Tensor, x: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """The grid cell of each point: its lower corner (batch, d), the position inside it in
+    [0, 1]^d, the flattened values and the strides that turn a corner into a flat index."""
     d = x.shape[1]
     if values.ndim != d:
         raise ValueError(f"values has {values.ndim} axes but the points have d={d}")
     m = values.shape[0]
     scaled = x.clamp(0.0, 1.0) * (m - 1)
     lower = scaled.floor().long().clamp(max=m - 2)  # (batch, d)
-    frac = scaled - lower  # position inside the cell, in [0, 1]
-    flat = values.reshape(-1)
     strides = torch.tensor([m ** (d - 1 - i) for i in range(d)], dtype=torch.long)
+    return lower, scaled - lower, values.reshape(-1), strides
+
+
+def multilinear_interpolate(values: Float[Tensor, "..."], x: Float[Tensor, "batch d"]) -> Float[Tensor, " batch"]:
+    r"""Multilinear interpolation :math:`I_h f(x)` of grid ``values`` (shape ``(m,)*d``) at points of :math:`[0,1]^d`.
+
+    Sums the :math:`2^d` corners of the cell of each point with the tensor-product hat weights.
+    """
+    d = x.shape[1]
+    lower, frac, flat, strides = _cell(values, x)
     out = torch.zeros(x.shape[0], dtype=values.dtype)
     for corner in itertools.product((0, 1), repeat=d):
         c = torch.tensor(corner, dtype=torch.long)
@@ -72,15 +78,8 @@ def simplicial_interpolate(values: Float[Tensor, "..."], x: Float[Tensor, "batch
     can represent exactly.
     """
     d = x.shape[1]
-    if values.ndim != d:
-        raise ValueError(f"values has {values.ndim} axes but the points have d={d}")
-    m = values.shape[0]
-    scaled = x.clamp(0.0, 1.0) * (m - 1)
-    lower = scaled.floor().long().clamp(max=m - 2)  # (batch, d)
-    frac = scaled - lower
+    lower, frac, flat, strides = _cell(values, x)
     s_sorted, order = frac.sort(dim=1, descending=True)  # (batch, d)
-    flat = values.reshape(-1)
-    strides = torch.tensor([m ** (d - 1 - i) for i in range(d)], dtype=torch.long)
     vertex = lower.clone()
     out = (1 - s_sorted[:, 0]) * flat[(vertex * strides).sum(1)]
     for j in range(d):
