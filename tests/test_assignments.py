@@ -34,11 +34,10 @@ WRONG = {
     "icl": ("q2", "W_V[d, d] = -eta", "W_V[d, d] = eta"),
     "diffusion": ("q3", "return (lam * m - z) / var", "return (m - z) / var"),
     "scaling": ("q3", "return -alpha * excess / (E + excess)", "return -alpha * excess / E"),
-    "failures": ("q3", "return float(((grads - grads.mean(0)) ** 2).sum(1).mean())",
-                 "return float((grads**2).sum(1).mean())"),
-    "universal": ("q2", "return math.sqrt(delta / 6.0)", "return math.sqrt(delta / 3.0)"),
-    "depth": ("q1", 'weights[f"W{L}"] = torch.tensor([[2.0, -4.0]], **kw)',
-              'weights[f"W{L}"] = torch.tensor([[2.0, -2.0]], **kw)'),
+    "failures": ("q2", "low = grads[degree <= k]", "low = grads[degree < k]"),
+    "universal": ("q2", "return (delta * total / (2**p * (p + 1))) ** (1.0 / p)",
+                  "return (delta * total / (2**p * p)) ** (1.0 / p)"),
+    "depth": ("q2", "F = ((-g + a) / (2 * a)).clamp(0.0, 1.0)", "F = ((-g + a) / a).clamp(0.0, 1.0)"),
 }
 
 GRADE_TIMEOUT = 300.0  # only reached when something is broken
