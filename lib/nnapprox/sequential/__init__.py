@@ -12,18 +12,27 @@ from nnapprox.sequential.markov_icl import (  # noqa: F401
     TokenGPT, bigram_bayes_probs, dirichlet_chains, expected_row_entropy, log_loss, sample_chains,
     train_token_gpt, unigram_probs,
 )
+from nnapprox.sequential.bandit_icl import (  # noqa: F401
+    BanditGPT, attention_mask, decision_transformer_play, imitation_data, loglog_slope,
+    train_bandit_gpt,
+)
 from nnapprox.checkpoints import Spec
 
 #: Full-profile settings of the trained models (the committed checkpoints were trained with them).
 SETTINGS = {
     "sequential_markov": dict(S=3, T=64, steps=6_000, batch=64, lr=1e-3, warmup=300, decay=True),
+    "sequential_linucb": dict(d=3, K=4, T=32, sigma=0.3, lam=1.0, delta=0.01, steps=2_500, batch=32,
+                              lr=1e-3, warmup=200, decay=True),
 }
 MARKOV_CONFIG = dict(S=3, n_layer=2, n_embd=64, n_head=4, T=64)
+LINUCB_CONFIG = dict(d=3, n_layer=3, n_embd=64, n_head=4)
 
 #: Registered with :mod:`nnapprox.checkpoints`.
 CHECKPOINTS = {
     "sequential_markov": Spec("sequential", TokenGPT, MARKOV_CONFIG, train_token_gpt,
                               SETTINGS["sequential_markov"], seed=0),
+    "sequential_linucb": Spec("sequential", BanditGPT, LINUCB_CONFIG, train_bandit_gpt,
+                              SETTINGS["sequential_linucb"], seed=0),
 }
 
 PROFILES = dict(

@@ -66,6 +66,7 @@ def _run(p: Problem, lam: float, choose) -> dict:
     idx = torch.arange(B)
     xs = torch.zeros(B, T, d, dtype=torch.float64)
     ys = torch.zeros(B, T, dtype=torch.float64)
+    acts = torch.zeros(T, B, dtype=torch.long)
     for t in range(T):
         X = p.actions[t]
         th_hat = torch.linalg.solve(V, bvec)
@@ -73,6 +74,7 @@ def _run(p: Problem, lam: float, choose) -> dict:
         err[t] = torch.sqrt(torch.einsum("bi,bij,bj->b", dlt, V, dlt))
         a, r = choose(t, X, V, th_hat)
         rad[t] = r
+        acts[t] = a
         x = X[idx, a]
         mean = (X @ p.theta[:, :, None])[..., 0]
         regret[t] = mean.max(-1).values - mean[idx, a]
@@ -80,7 +82,7 @@ def _run(p: Problem, lam: float, choose) -> dict:
         xs[:, t], ys[:, t] = x, y
         V = V + x[:, :, None] * x[:, None, :]
         bvec = bvec + y[:, None] * x
-    return dict(regret=regret, err=err, radius=rad, V=V, b=bvec, X=xs, y=ys)
+    return dict(regret=regret, err=err, radius=rad, V=V, b=bvec, X=xs, y=ys, action=acts)
 
 
 def linucb(p: Problem, lam: float = 1.0, delta: float = 0.01) -> dict:
