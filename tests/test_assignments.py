@@ -31,7 +31,7 @@ NAMES = asg.available()
 # solution, wrong replacement). The replacement must still run.
 WRONG = {
     "intro": ("q1", "return float(eps * (K**L - 1.0) / (K - 1.0))", "return float(eps * K**L / (K - 1.0))"),
-    "icl": ("q2", "W_V[d, d] = -eta", "W_V[d, d] = eta"),
+    "icl": ("q2", "return -(v_y * Q_x.T @ K_x + torch.outer(Q_x.T @ k_y, v))", "return -(v_y * Q_x.T @ K_x)"),
     "diffusion": ("q1", "return (lam[:, None] * m - z) / sigma2[:, None]", "return (m - z) / sigma2[:, None]"),
     "scaling": ("q3", "return -alpha * excess / (E + excess)", "return -alpha * excess / E"),
     "failures": ("q2", "low = grads[degree <= k]", "low = grads[degree < k]"),
@@ -413,11 +413,24 @@ def test_two_variants_differ_and_each_grades_its_own_solution_at_full_marks(tmp_
     assert len(cells[0]) == len(cells[1]) == 1 and cells[0] != cells[1]
 
 
-def test_variant_and_masters_errors(tmp_path, capsys):
+def test_variant_and_masters_errors(tmp_path, capsys, monkeypatch):
+    import importlib
+
+    b = importlib.import_module("nnapprox.assignments.build")  # the module (the package's `build` is a function)
+
     with pytest.raises(asg.AssignmentError, match="has variants"):
         asg.build_one("intro", tmp_path, variant=99)
+    # a master without a '# VARIANTS' cell: a copy of icl's with that cell removed, in a private folder
+    masters = tmp_path / "private"
+    masters.mkdir()
+    text = (b.MASTERS / "icl.md").read_text()
+    text, removed = re.subn(r"```\{raw-cell\}\n# VARIANTS\n.*?```\n", "", text, flags=re.S)
+    assert removed == 1
+    (masters / "icl.md").write_text(text)
+    monkeypatch.setattr(b, "MASTERS", masters)
+    assert asg.variants("icl") == {}
     with pytest.raises(asg.AssignmentError, match="has no variants"):
-        asg.build_one("icl", tmp_path, variant=1)
+        asg.build_one("icl", tmp_path / "out", variant=1)
     from nnapprox.assignments.__main__ import main
 
     assert main(["--masters", str(tmp_path / "nowhere"), "list"]) == 2
