@@ -4,7 +4,8 @@ One module per object: :mod:`.shallow` (one hidden layer, 1-D construction),
 :mod:`.square_bump` (ReLU vs polynomial vs Fourier with 13 parameters), :mod:`.maurey`
 (Barron's dimension-free rate), :mod:`.grid_interpolation` (the curse of dimensionality),
 :mod:`.yarotsky` (deep ReLU network for x^2), :mod:`.yarotsky_product` (products and
-trees of products), :mod:`.ntk_frequency` (learning time vs
+trees of products), :mod:`.random_features` (one hidden layer in d dimensions, output layer
+by least squares), :mod:`.ntk_frequency` (learning time vs
 frequency in the kernel regime), :mod:`.spectral_bias`,
 :mod:`.fourier_features`, :mod:`.transformer` (Yun et al.'s block) and
 :mod:`.selective_shift` (hardmax contextual mapping). :mod:`.mlp` runs any weight dict.
@@ -30,6 +31,7 @@ from .ntk_frequency import (
     relu_ntk_gram,
     train_harmonics,
 )
+from .random_features import fit_random_relu_features, shallow_width
 from .shallow import fit_relu_output_layer, interpolation_bound, relu_interpolant_weights, uniform_knots
 from .spectral_bias import fourier_amplitudes, learning_times, sinusoid_target, spearman, train_spectral_ensemble
 from .square_bump import (
@@ -39,6 +41,8 @@ from .square_bump import (
     fourier_bump_l2_error_exact,
     fourier_eval,
     fourier_overshoot,
+    fourier_overshoot_exact,
+    fourier_overshoot_grid_error,
     legendre_bump_coefficients,
     legendre_bump_l2_error,
     legendre_bump_l2_error_exact,

@@ -20,7 +20,8 @@ measured in :math:`L^2([0, 1])`. Three universal families get 13 parameters each
 * **Fourier** partial sum with :math:`K = 6` (1 + 2K coefficients), period 1.
 
 Near a jump the Fourier partial sums overshoot by a fraction of the jump that tends to
-:math:`\mathrm{Si}(\pi)/\pi - 1/2 \approx 0.0895` (the Gibbs phenomenon) for every :math:`K`.
+:math:`\mathrm{Si}(\pi)/\pi - 1/2 \approx 0.0895` as :math:`K` grows (the Gibbs phenomenon):
+the height of the overshoot does not shrink, only its width (:func:`fourier_overshoot_exact`).
 """
 
 from __future__ import annotations
@@ -130,6 +131,49 @@ def fourier_overshoot(K: int, a: float = 0.25, b: float = 0.75, n_grid: int = 20
     r"""Gibbs overshoot :math:`\max_x S_K(x) - 1` on a grid of ``n_grid`` points of :math:`[0, 1]` (jump height 1)."""
     x = torch.linspace(0.0, 1.0, n_grid, dtype=torch.float64)
     return float(fourier_eval(fourier_bump_coefficients(K, a, b), x).max() - 1.0)
+
+
+def fourier_overshoot_grid_error(K: int, a: float = 0.25, b: float = 0.75, n_grid: int = 200_001) -> float:
+    r"""How far the grid maximum of :func:`fourier_overshoot` can fall below the true maximum.
+
+    At an interior maximum :math:`x^*` of :math:`S_K` the derivative vanishes, and the nearest
+    grid point is within :math:`h/2`, :math:`h = 1/(n_\text{grid} - 1)`, so by Taylor
+    :math:`S_K(x^*) - \max_\text{grid} S_K \le \tfrac12\|S_K''\|_\infty (h/2)^2` with
+    :math:`\|S_K''\|_\infty \le \sum_{k \le K} (2\pi k)^2 \sqrt{\alpha_k^2 + \beta_k^2}`.
+    """
+    if n_grid < 2:
+        raise ValueError(f"n_grid must be >= 2, got {n_grid}")
+    _, alpha, beta = fourier_bump_coefficients(K, a, b)
+    w = 2 * math.pi * torch.arange(1, K + 1, dtype=torch.float64)
+    second = float((w**2 * torch.sqrt(alpha**2 + beta**2)).sum())
+    h = 1.0 / (n_grid - 1)
+    return 0.5 * second * (h / 2) ** 2
+
+
+def fourier_overshoot_exact(K: int) -> float:
+    r"""Closed form of the overshoot of :math:`S_K` for the centred bump :math:`\mathbb 1_{[1/4, 3/4]}`.
+
+    Only the odd frequencies :math:`k = 1, 3, \dots, 2n - 1` (:math:`n = \lceil K/2 \rceil`)
+    are present: :math:`S_K` is half a square wave plus :math:`\tfrac12`. Its first maximum after
+    the jump at :math:`1/4` sits at :math:`1/4 + 1/(4n)`, where
+
+    .. math::  S_K - 1 = \frac{M_n}{\pi} - \frac12, \qquad
+               M_n = \frac{\pi}{n}\sum_{j=1}^n \operatorname{sinc}\Big(\frac{(2j-1)\pi}{2n}\Big),
+
+    :math:`M_n` being the midpoint rule with :math:`n` cells for
+    :math:`\mathrm{Si}(\pi) = \int_0^\pi \frac{\sin t}{t}\,dt`; as :math:`n \to \infty` the
+    overshoot tends to :data:`GIBBS_CONSTANT` from above: the midpoint rule's error is
+    :math:`\mathrm{Si}(\pi) - M_n = \tfrac{h^2}{24}(g'(\pi) - g'(0)) + O(h^4) = -\tfrac{\pi}{24n^2}
+    + O(n^{-4})` with :math:`g = \operatorname{sinc}`, :math:`h = \pi/n`, so the overshoot is
+    :math:`\mathrm{Si}(\pi)/\pi - \tfrac12 + \tfrac{1}{24n^2} + O(n^{-4})`. The height does
+    not shrink with :math:`K`; the peak's distance :math:`1/(4n)` from the jump does.
+    """
+    if not isinstance(K, int) or K < 1:
+        raise ValueError(f"K must be an integer >= 1, got {K!r}")
+    n = (K + 1) // 2
+    t = (2 * torch.arange(1, n + 1, dtype=torch.float64) - 1) * math.pi / (2 * n)
+    M_n = math.pi / n * float((torch.sin(t) / t).sum())
+    return M_n / math.pi - 0.5
 
 
 # ---------------------------------------------------------------------------- errors
