@@ -49,6 +49,33 @@ def test_family_training_equals_training_each_alone():
     assert bool((together["W0"][0, 4:] == 0).all()) and bool((together["W1"][0, :, 4:] == 0).all())
 
 
+def test_family_logistic_loss_matches_binary_cross_entropy():
+    """With the logistic loss each member's recorded loss is the BCE of its logits, and the
+    members still train as if alone."""
+    nets = _nets([[2, 5, 1], [2, 3, 1]], seed=4)
+
+    def sampler(n, g):
+        x = torch.randn(n, 2, generator=g, **f64)
+        return x, (x[:, :1] > 0).double()
+
+    fam = dp.stack_mlps(nets)
+    _, loss0 = dp.train_mlp_family(fam, sampler, 1, 32, torch.Generator().manual_seed(5),
+                                   loss="logistic")
+    x, y = sampler(32, torch.Generator().manual_seed(5))
+    for j, w in enumerate(nets):
+        direct = torch.nn.functional.binary_cross_entropy_with_logits(dp.relu_net(w, x), y)
+        assert abs(float(loss0[0, j]) - float(direct)) < 1e-12
+    together, _ = dp.train_mlp_family(fam, sampler, 10, 32, torch.Generator().manual_seed(6),
+                                      lr=1e-2, loss="logistic")
+    for j, w in enumerate(nets):
+        alone, _ = dp.train_mlp_family(dp.stack_mlps([w]), sampler, 10, 32,
+                                       torch.Generator().manual_seed(6), lr=1e-2, loss="logistic")
+        a, b = dp.family_member(together, j), dp.family_member(alone, 0)
+        assert all(torch.allclose(a[k], b[k], atol=1e-10, rtol=0) for k in a)
+    with pytest.raises(ValueError, match="valid losses"):
+        dp.train_mlp_family(fam, sampler, 1, 4, torch.Generator(), loss="hinge")
+
+
 def test_family_mse_matches_direct_formula():
     nets = _nets([[6, 5, 1], [6, 2, 1]])
     fam = dp.stack_mlps(nets)

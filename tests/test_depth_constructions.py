@@ -63,10 +63,25 @@ def test_pieces_le_regions_random_nets():
 @pytest.mark.parametrize("n", [1, 2, 5, 8])
 def test_cantor_net_exact(n):
     g = torch.Generator().manual_seed(n)
-    for levels in (dp.coarse_levels(n), dp.fine_levels(n)):
+    for levels in (dp.coarse_levels(n), dp.spread_levels(n), dp.fine_levels(n)):
         x, y = dp.sample_cantor_data(n, 2000, levels, g)
         assert bool((dp.in_cantor_set(x[:, 0], n).double() == y[:, 0]).all())
         assert bool(((dp.relu_net(dp.cantor_net_weights(n), x) >= 0).double() == y).all())
+
+
+@pytest.mark.parametrize("n", [2, 5])
+def test_cantor_approximation_curves(n):
+    """Level-j classifiers: chance on fine negatives for j < n, 1/2 + j/(2n) on spread ones."""
+    g = torch.Generator().manual_seed(0)
+    x_f, y_f = dp.sample_cantor_data(n, 4000, dp.fine_levels(n), g)
+    x_s, y_s = dp.sample_cantor_data(n, 40_000, dp.spread_levels(n), g)
+    for j in range(1, n):
+        acc_f = ((dp.relu_net(dp.cantor_net_weights(j), x_f) >= 0).double() == y_f).double().mean()
+        assert float(acc_f) == 0.5
+        acc_s = ((dp.relu_net(dp.cantor_net_weights(j), x_s) >= 0).double() == y_s).double().mean()
+        assert abs(float(acc_s) - (0.5 + j / (2 * n))) < 4 * (0.25 / 40_000) ** 0.5
+    with pytest.raises(ValueError):
+        dp.spread_levels(0)
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 6, 11])

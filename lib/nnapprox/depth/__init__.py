@@ -11,7 +11,7 @@ from .best_pieces import (best_error_closed_form, best_piecewise_errors, max_swi
                           min_errors_with_switches, telgarsky_width_limit)
 from .circuit_counting import log2_circuit_count, shannon_gate_bound
 from .cantor import (cantor_map, cantor_net_weights, coarse_levels, fine_levels, in_cantor_set,
-                     sample_cantor_data)
+                     sample_cantor_data, spread_levels)
 from .batched_mlp import (family_member, family_mse, family_parameters, family_size, mlp_family, stack_mlps,
                          train_mlp_family)
 from .narrow import hat, hat_width2_weights, is_monotone, sup_error

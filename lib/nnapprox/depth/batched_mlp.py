@@ -128,13 +128,18 @@ def train_mlp_family(
     lr: float = 1e-3,
     lr_final: float | None = None,
     desc: str | None = None,
+    loss: str = "mse",
 ) -> tuple[Family, Float[Tensor, "steps M"]]:
-    r"""Adam on :math:`\sum_j \frac1B \sum_i \|f_j(x_i) - y_i\|^2`, a fresh batch from ``sampler`` each step.
+    r"""Adam on :math:`\sum_j \frac1B \sum_i \ell(f_j(x_i), y_i)`, a fresh batch from ``sampler`` each step.
 
+    ``loss="mse"``: :math:`\ell(f, y) = \|f - y\|^2`; ``loss="logistic"``: labels ``y`` in
+    {0, 1}, :math:`\ell` the binary cross-entropy of the logit :math:`f` (summed over outputs).
     ``sampler(B, generator)`` returns ``(x, y)`` on the family's device; every member sees
     the same batch. With ``lr_final`` the step size decays geometrically from ``lr`` to it.
     Returns the trained family and the per-member training losses.
     """
+    if loss not in ("mse", "logistic"):
+        raise ValueError(f"unknown loss {loss!r}: valid losses are 'mse', 'logistic'")
     if n_steps < 0 or batch_size < 1:
         raise ValueError(f"need n_steps >= 0 and batch_size >= 1, got {n_steps}, {batch_size}")
     params = {k: v.detach().clone().requires_grad_(k.startswith(("W", "b"))) for k, v in family.items()}
@@ -144,7 +149,13 @@ def train_mlp_family(
     losses = family["W0"].new_empty(n_steps, family_size(family))  # on the device: no sync per step
     for step in progress(range(n_steps), desc=desc or "MLP family", leave=False):
         x, y = sampler(batch_size, generator)
-        per_net = ((mlp_family(params, x) - y[None]) ** 2).sum(dim=2).mean(dim=1)  # (M,)
+        out = mlp_family(params, x)  # (M, B, out)
+        if loss == "mse":
+            per_net = ((out - y[None]) ** 2).sum(dim=2).mean(dim=1)  # (M,)
+        else:
+            per_net = torch.nn.functional.binary_cross_entropy_with_logits(
+                out, y[None].expand_as(out), reduction="none"
+            ).sum(dim=2).mean(dim=1)  # (M,)
         opt.zero_grad()
         per_net.sum().backward()
         opt.step()

@@ -111,6 +111,18 @@ def coarse_levels(n: int) -> Float[Tensor, " n"]:
     return p
 
 
+def spread_levels(n: int) -> Float[Tensor, " n"]:
+    r"""Negatives from every level :math:`1..n` with equal mass :math:`1/n` (the control).
+
+    Same positives and same finest scale :math:`3^{-n}` as :func:`fine_levels`, but the
+    level-:math:`j` classifier of :math:`C_j` already reaches accuracy :math:`\tfrac12 + \tfrac{j}{2n}`:
+    coarse approximations carry signal (a rising approximation curve, ``malach2019deeper``).
+    """
+    if not isinstance(n, int) or n < 1:
+        raise ValueError(f"n must be a positive integer, got {n!r}")
+    return torch.full((n,), 1.0 / n, dtype=torch.float64)
+
+
 def fine_levels(n: int) -> Float[Tensor, " n"]:
     """Negatives from the finest level :math:`n` only."""
     p = torch.zeros(n, dtype=torch.float64)

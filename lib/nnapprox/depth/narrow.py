@@ -6,7 +6,8 @@ Chapter "Depth separation", section "Width matters too" (``lu2017expressive``,
 With one unit per layer every layer is :math:`u \mapsto \sigma(w u + b)`, a monotone map
 (non-decreasing if :math:`w \ge 0`, non-increasing otherwise), and compositions of monotone
 maps are monotone. So a width-1 network of *any* depth is a monotone function of a scalar
-input, and on the hat (tent) function :math:`h(x) = 2\sigma(x) - 4\sigma(x - \frac12)`,
+input, and on the hat :math:`h = \sigma(t) = \max(0, 1 - |2x - 1|)`, the book's tent map
+:math:`t(x) = 2\sigma(x) - 4\sigma(x - \frac12)` clipped at 0 (``book/notation.md``),
 which goes :math:`0 \to 1 \to 0` on :math:`0, \frac12, 1`, its sup error is at least
 :math:`\frac12`: a monotone :math:`f` has :math:`f(\frac12) \le f(1)` or
 :math:`f(\frac12) \le f(0)`, and then :math:`\max(|1 - f(\tfrac12)|, |f(\cdot)|) \ge \tfrac12`.
@@ -24,15 +25,15 @@ from .relu_net import Weights, relu_net
 
 
 def hat(x: Tensor) -> Tensor:
-    r"""Reference hat :math:`h(x) = \max(0, 1 - |2x - 1|)` (tent on [0, 1], zero outside)."""
+    r"""Reference hat :math:`h(x) = \max(0, 1 - |2x - 1|) = \sigma(t(x))`: the tent map :math:`t` clipped at 0."""
     return torch.clamp(1 - (2 * x - 1).abs(), min=0)
 
 
 def hat_width2_weights(dtype: torch.dtype = torch.float64) -> Weights:
     r"""An exact width-2 network for the hat: :math:`h = \sigma(t)` with the tent :math:`t(x) = 2\sigma(x) - 4\sigma(x - \tfrac12)`.
 
-    Two hidden layers of width 2: the first makes the tent on [0, 1] (which is
-    :math:`\le 0` outside), the second clips it at 0: :math:`h = \sigma(t)`.
+    Two hidden layers of width 2: the first makes the tent map :math:`t` (which is
+    :math:`\le 0` outside [0, 1]), the second clips it at 0: :math:`h = \sigma(t)`.
     """
     kw = dict(dtype=dtype)
     return {

@@ -108,5 +108,5 @@ def telgarsky_error_lower_bound(n: int, pieces: int) -> float:
 
 
 def classification_error(f_x: Float[Tensor, "n 1"], y: Float[Tensor, "n 1"]) -> float:
-    r"""Fraction of points with :math:`\mathbb 1[f(x) > \frac12] \ne y`."""
-    return float(((f_x > 0.5).to(y.dtype) != y).double().mean())
+    r"""Fraction of points with :math:`\mathbb 1[f(x) \ge \frac12] \ne y` (the chapter's rule)."""
+    return float(((f_x >= 0.5).to(y.dtype) != y).double().mean())
