@@ -37,7 +37,7 @@ CHECKPOINTS = {
 
 PROFILES = dict(
     quick=dict(n_lengths=[1024, 4096, 16384], n_sources=48, order=2, ctw_depth=4,
-               bandit_B=32, bandit_T=200, bandit_K=10, bandit_d=5, sigma=0.3),
+               bandit_B=32, bandit_T=200, bandit_K=10, bandit_d=5, sigma=0.3, tf_B=400),
     full=dict(n_lengths=[1024, 4096, 16384, 65536], n_sources=100, order=2, ctw_depth=6,
-              bandit_B=256, bandit_T=2000, bandit_K=20, bandit_d=5, sigma=0.3),
+              bandit_B=256, bandit_T=2000, bandit_K=20, bandit_d=5, sigma=0.3, tf_B=2000),
 )
