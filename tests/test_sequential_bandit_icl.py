@@ -62,10 +62,12 @@ def test_mask_layout():
     assert M.shape == (9, 9)
     assert M[:3, :3].equal(torch.tril(torch.ones(3, 3, dtype=torch.bool)))
     assert not M[:3, 3:].any()  # history never reads queries
-    assert not M[3:5, :3].any() and M[5:7, :3].equal(torch.tensor([[1, 0, 0], [1, 0, 0]], dtype=torch.bool))
+    assert not M[3:5, :3].any()  # round 1 has no past
+    assert M[5:7, :3].equal(torch.tensor([[1, 0, 0], [1, 0, 0]], dtype=torch.bool))
     assert M[3:, 3:].equal(torch.eye(6, dtype=torch.bool))
     L = Q.attention_mask(3, 2, last_only=True)
-    assert L.shape == (5, 5) and L[3:, :3].equal(torch.tensor([[1, 1, 0], [1, 1, 0]], dtype=torch.bool))
+    assert L.shape == (5, 5)
+    assert L[3:, :3].equal(torch.tensor([[1, 1, 0], [1, 1, 0]], dtype=torch.bool))
 
 
 def _play_loop(m, p):  # one instance at a time, the whole history re-read every round
@@ -134,7 +136,8 @@ def test_bad_input_raises():
     with pytest.raises(ValueError, match="d=2"):
         Q.decision_transformer_play(m, Q.make_problem(2, 3, 4, 2, 0.3, torch.Generator()))
     with pytest.raises(ValueError, match="Generator"):
-        Q.decision_transformer_play(m, Q.make_problem(2, 3, 4, 3, 0.3, torch.Generator()), greedy=False)
+        p = Q.make_problem(2, 3, 4, 3, 0.3, torch.Generator())
+        Q.decision_transformer_play(m, p, greedy=False)
     with pytest.raises(ValueError, match="t0"):
         Q.loglog_slope(torch.ones(5, 3), 5)
 
@@ -149,3 +152,16 @@ def test_training_lowers_the_loss():
     q = len(losses) // 4
     assert sum(losses[-q:]) / q < 0.9 * sum(losses[:q]) / q
     assert sum(losses[:q]) / q < 1.1 * math.log(s["K"])
+
+
+def test_committed_checkpoint_plays_like_linucb_on_a_small_run():
+    from nnapprox import checkpoints
+
+    m = checkpoints.load("sequential_linucb")
+    s = Q.SETTINGS["sequential_linucb"]
+    p = Q.make_problem(64, 16, s["K"], s["d"], s["sigma"], torch.Generator().manual_seed(3))
+    tf = Q.decision_transformer_play(m, p)["regret"].sum(0).mean()
+    ucb = Q.linucb(p, lam=s["lam"], delta=s["delta"])["regret"].sum(0).mean()
+    mean = (p.actions @ p.theta[None, :, :, None])[..., 0]
+    rand = (mean.max(-1).values - mean.mean(-1)).sum(0).mean()
+    assert (tf - ucb) / (rand - ucb) < 0.1
