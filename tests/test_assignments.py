@@ -22,6 +22,7 @@ import nbformat
 import pytest
 
 from nnapprox import assignments as asg
+from nnapprox.assignments import roster
 
 pytestmark = pytest.mark.assignments
 
@@ -261,9 +262,14 @@ def test_batch_grading_survives_crash_and_infinite_loop(built, tmp_path):
     # asks for 8 GiB: stopped by the worker's memory limit, the rest still graded
     _write_variant(solution, tmp_path / "e_memory.ipynb",
                    _insert_code(first, "import torch\nhog = torch.ones(2**31)"))
-    # fakes every allclose-based test in its own kernel: graded, but flagged
-    _write_variant(solution, tmp_path / "f_patch.ipynb",
-                   _insert_code(first, "import torch\ntorch.allclose = lambda *a, **k: True"))
+    # fakes every allclose-based test in its own kernel and edits its VARIANT cell (the hidden
+    # tests read their constants from it): graded, but flagged twice
+    def patch(nb):
+        _insert_code(first, "import torch\ntorch.allclose = lambda *a, **k: True")(nb)
+        (cell,) = [c for c in nb.cells if c.source.lstrip().startswith(roster.VARIANT_HEADER)]
+        cell.source += "\nVARIANT = dict(VARIANT)"
+
+    _write_variant(solution, tmp_path / "f_patch.ipynb", patch)
     subs = tmp_path / "subs"
     subs.mkdir()
     for f in tmp_path.glob("*.ipynb"):
@@ -278,7 +284,9 @@ def test_batch_grading_survives_crash_and_infinite_loop(built, tmp_path):
     assert list(by) == ["a_good", "b_wrong", "c_crash", "d_loop", "e_memory", "f_patch"]
     assert by["e_memory"].status == "error" and "allocate" in by["e_memory"].message
     assert by["e_memory"].scores == by["a_good"].possible  # its own cell failed, the answers stand
-    assert by["f_patch"].flags == ["reassigns torch.allclose"] and not by["a_good"].flags
+    assert by["f_patch"].flags == ["reassigns torch.allclose",
+                                   "VARIANT cell edited (the hidden tests read their constants from it)"]
+    assert not by["a_good"].flags
     feedback = json.loads((tmp_path / "feedback" / "b_wrong.json").read_text())
     tests = feedback["questions"][question]["tests"]
     assert tests and any(not t["passed"] for t in tests) and all("hidden" in t for t in tests)
@@ -301,7 +309,7 @@ def test_batch_grading_survives_crash_and_infinite_loop(built, tmp_path):
     assert list(table[0])[:3] == ["submission", "student_id", "status"]
     assert list(table[0])[-7:] == ["total", "possible", "late_hours", "flags", "superseded", "seconds", "message"]
     assert [r["status"] for r in table] == ["ok", "ok", "error", "timeout", "error", "ok"]
-    assert table[5]["flags"] == "reassigns torch.allclose"
+    assert table[5]["flags"].startswith("reassigns torch.allclose; VARIANT cell edited")
 
 
 def test_dead_kernel_and_broken_file_are_errors(built, tmp_path):

@@ -11,7 +11,8 @@ The worker's address space is limited (``memory_mb``, default 4 GiB; the kernel 
 limit), so a submission that allocates without bound fails with a memory error instead of
 taking the machine down. Each row also says who submitted (``--id-regex``), whether the file
 superseded older ones of the same student (only the latest is graded), how many hours late it
-was (``--deadline``), and which protected attributes its code reassigns (flags: see
+was (``--deadline``), whether its ``VARIANT`` cell differs from the handed-out one, and which
+protected attributes its code reassigns (flags: see
 :mod:`.roster`). Next to the CSV, ``feedback/<submission>.json`` lists every test of every
 question, public or hidden, with its result and otter's message.
 """
@@ -31,7 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import roster
-from .build import BUILD, AssignmentError, autograder_zip, build_one, check_release, master_path
+from .build import (BUILD, AssignmentError, autograder_zip, build_one, check_release, master_path,
+                    student_notebook)
 
 STATUSES = ("ok", "error", "timeout")
 
@@ -257,6 +259,9 @@ def grade(name: str, folder: Path | str, *, timeout: float = 300.0, out: Path | 
     else:
         release = check_release(built, name)["release"]
     points = question_points(zip_path)
+    # hidden tests read their references from the notebook's VARIANT cell: a submission whose
+    # cell differs from the handed-out one is graded on constants it chose, so it is flagged
+    expected_variant = roster.variant_cell(roster.notebook_sources(student_notebook(built)))
 
     def one(sub: Path) -> Row:
         row = grade_submission(zip_path, sub, timeout, points, memory_mb)
@@ -267,6 +272,11 @@ def grade(name: str, folder: Path | str, *, timeout: float = 300.0, out: Path | 
         row.late_hours = roster.hours_late(sub, when)
         row.superseded = [p.name for p in superseded.get(sub, [])]
         row.flags = [f"reassigns {attr}" for attr in roster.patched_attributes(roster.notebook_sources(sub))]
+        if expected_variant is not None:
+            got = roster.variant_cell(roster.notebook_sources(sub))
+            if got != expected_variant:
+                row.flags.append("VARIANT cell " + ("missing" if got is None else "edited")
+                                 + " (the hidden tests read their constants from it)")
         handed_out = roster.notebook_release(sub)
         if release and handed_out and handed_out != release:
             row.flags.append(f"handed-out release {handed_out}, graded with {release}")

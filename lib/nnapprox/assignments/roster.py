@@ -129,6 +129,16 @@ def notebook_sources(path: Path) -> list[str]:
     return [] if nb is None else [c.source for c in nb.cells if c.cell_type == "code"]
 
 
+VARIANT_HEADER = "# the constants of this version of the assignment"
+"""First line of the code cell that ``build --variant`` writes in place of ``# VARIANTS``."""
+
+
+def variant_cell(sources: list[str]) -> str | None:
+    """The ``VARIANT = {...}`` cell among a notebook's code cells (stripped), or ``None``."""
+    hits = [s.strip() for s in sources if s.lstrip().startswith(VARIANT_HEADER)]
+    return hits[0] if hits else None
+
+
 def patched_attributes(sources: list[str]) -> list[str]:
     """``module.attr`` names that the code assigns, deletes or ``setattr``s on a protected module.
 
