@@ -16,6 +16,10 @@ from nnapprox.sequential.bandit_icl import (  # noqa: F401
     BanditGPT, attention_mask, decision_transformer_play, imitation_data, loglog_slope,
     train_bandit_gpt,
 )
+from nnapprox.sequential.linucb_construction import (  # noqa: F401
+    gd_reference, linucb_embed, linucb_layers, linucb_layout, linucb_tf, score_error_bound,
+    score_layer, sqrt_interpolant, sqrt_interpolant_eval, sqrt_interpolation_bound,
+)
 from nnapprox.checkpoints import Spec
 
 #: Full-profile settings of the trained models (the committed checkpoints were trained with them).
