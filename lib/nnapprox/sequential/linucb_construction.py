@@ -124,7 +124,9 @@ def score_layer(d: int, M: int, R: float, B: float = 1e4,
                 dtype: torch.dtype = torch.float64) -> Layer:
     r"""Attention: :math:`w^\top x` into ``y_hat``
     (:func:`nnapprox.icl.constructions.readout_layer`) and :math:`s = z^\top u/N` (the query
-    attends to itself: score :math:`\pm u_i^\top z_j - Bt_j`, value 1); MLP: ``y_hat`` :math:`\mathrel{+}= f_M(s)` (:func:`sqrt_interpolant`)."""
+    attends to itself: score :math:`\pm u_i^\top z_j - Bt_j`, value 1); MLP: ``y_hat``
+    :math:`\mathrel{+}= f_M(s)`
+    (:func:`sqrt_interpolant`)."""
     s = linucb_layout(d)
     D, one, t = s["D"], s["one"], s["t"]
     u, z = (list(range(D))[s[k]] for k in ("u", "z"))
