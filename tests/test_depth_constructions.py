@@ -192,3 +192,19 @@ def test_ball_error_rate_falls_like_inverse_k_squared():
     rates = [dp.ball_error_rate(d, k, R, 0.01, s, 4000, torch.Generator().manual_seed(k)) for k in (32, 64)]
     for k, r in zip((32, 64), rates):
         assert abs(r * k**2 / (d / (6 * R * s)) - 1) < 0.1  # mean chord error h^2/6 per coordinate
+
+
+def test_tied_output_error_bound_holds_and_is_tight_at_the_fixed_point():
+    g = torch.Generator().manual_seed(3)
+    mlp = dp.random_relu_net([3, 8, 8, 8, 2], g, init="he", bias_std=0.1)
+    tied = dp.weight_tied_from_mlp(mlp)
+    x = torch.randn(32, 3, generator=g, **f64)
+    y = dp.relu_net(mlp, x)
+    z_exact = dp.iterate_tied(tied, x, 4)
+    assert float(dp.tied_output_error_bound(mlp, z_exact, x).max()) < 1e-12
+    for scale in (1e-8, 1e-3, 1.0):
+        z = z_exact + scale * torch.randn(z_exact.shape, generator=g, **f64)
+        err = (dp.output_block(tied, z) - y).norm(dim=1)
+        assert (err <= dp.tied_output_error_bound(mlp, z, x) * (1 + 1e-12) + 1e-14).all()
+    with pytest.raises(ValueError, match="z must be"):
+        dp.tied_output_error_bound(mlp, z_exact[:, :5], x)

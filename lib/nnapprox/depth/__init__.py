@@ -31,6 +31,12 @@ from .sawtooth import (alternating_points, classification_error, recurrent_sawto
                        tent_cell, telgarsky_error_lower_bound)
 from .shallow import (fit_output_layer, init_shallow_family, pad_tasks, shallow_family, shallow_member,
                       train_shallow_family)
-from .weight_tied import iterate_tied, output_block, tied_layer, weight_tied_from_mlp
+from .weight_tied import (
+    iterate_tied,
+    output_block,
+    tied_layer,
+    tied_output_error_bound,
+    weight_tied_from_mlp,
+)
 
 __all__ = [name for name in dir() if not name.startswith("_")]

@@ -14,7 +14,9 @@ Plain iteration :math:`z_{k+1} = F(z_k)` converges like :math:`\rho^k` for a con
 The constrained least-squares problem is solved through its KKT system
 :math:`\begin{pmatrix} 0 & \mathbf 1^\top \\ \mathbf 1 & G^\top G + \lambda I \end{pmatrix}
 \begin{pmatrix}\nu\\ \alpha\end{pmatrix} = \begin{pmatrix}1\\0\end{pmatrix}`, batched over
-inputs. On linear problems Anderson acceleration is equivalent to GMRES (Walker & Ni 2011).
+inputs. On linear problems Anderson acceleration *without truncation* (all past iterates
+kept) is essentially equivalent to GMRES (Walker & Ni 2011); the truncated version with
+memory :math:`m` has no such equivalence.
 """
 
 from __future__ import annotations

@@ -12,7 +12,13 @@ number of times:
 * an affine piece crosses the level :math:`\tfrac12` at most once, so a **continuous**
   function with :math:`p` affine pieces gives at most :math:`p` switches; conversely every
   sequence with :math:`1 \le s \le p` switches comes from a continuous :math:`p`-piece
-  function (join the midpoints of consecutive runs by segments and extend the end ones);
+  function: choose a crossing :math:`c_j` between runs :math:`j` and :math:`j+1` and a
+  point :math:`m_j` of each interior run, put a kink at :math:`m_j` with value
+  :math:`\tfrac12 \pm a_j` on the side run :math:`j` needs, with
+  :math:`a_{j+1} = a_j (m_{j+1} - c_j)/(c_j - m_j)` so that the segment between consecutive
+  kinks crosses :math:`\tfrac12` exactly at :math:`c_j`, and continue the end pieces
+  through :math:`(c_1, \tfrac12)` and :math:`(c_s, \tfrac12)` (:math:`s - 1` kinks,
+  :math:`s` pieces);
 * a function with :math:`p` pieces that may jump between them can switch once inside each
   piece and once at each of the :math:`p - 1` jumps: at most :math:`2p - 1` switches.
 

@@ -13,8 +13,9 @@ constructions:
   :math:`s + \sum_{k=1}^{n-1} 2(-1)^k \sigma(s - k)`. So for ReLU networks parity is *not*
   hard in depth 2: Håstad's theorem is about AND/OR circuits.
 * **Depth-2 DNF** (OR of ANDs of literals): every term must be a full minterm, so it needs
-  all :math:`2^{n-1}` odd-weight minterms. Håstad (1987): any depth-:math:`k` AND/OR/NOT
-  circuit for parity has size :math:`2^{\Omega(n^{1/(k-1)})}`.
+  all :math:`2^{n-1}` odd-weight minterms (elementary). Håstad (1986): any depth-:math:`k`
+  circuit of unbounded fan-in AND/OR gates (NOT at the inputs) for parity has size
+  :math:`2^{\Omega(n^{1/(k-1)})}`.
 """
 
 from __future__ import annotations

@@ -3,10 +3,11 @@ r"""Radial functions: the ball indicator with three layers.
 Chapter "Depth separation", section "Radial functions" (``eldan2016power``,
 ``safran2017depth``).
 
-Eldan & Shamir (2016) and Safran & Shamir (2017) show that radial functions such as the
-indicator of the unit ball :math:`\mathbb 1[\|x\|^2 \le R^2]` in :math:`\mathbb R^d` are
-cheap for 3-layer networks and need width exponential in :math:`d` (or polynomial in
-:math:`1/\varepsilon`) with 2 layers. The 3-layer construction:
+Eldan & Shamir (2016) show that some radial functions are cheap for 3-layer networks and
+need width exponential in :math:`d` with 2 layers (to a constant accuracy); Safran & Shamir
+(2017) prove a separation of this kind for the indicator of the ball
+:math:`\mathbb 1[\|x\|^2 \le R^2]` in :math:`\mathbb R^d` (and of ellipses), for an
+accuracy that shrinks polynomially with :math:`d`. The 3-layer construction:
 
 1. per coordinate, the piecewise-linear interpolant :math:`q` of :math:`x^2` on
    :math:`k` equal intervals of :math:`[-1, 1]` (:math:`h = 2/k`), written with :math:`k`

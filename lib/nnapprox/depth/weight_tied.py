@@ -76,3 +76,34 @@ def iterate_tied(
 def output_block(tied: dict[str, Tensor], z: Float[Tensor, "batch D"]) -> Float[Tensor, "batch out"]:
     """The last block of :math:`\\tilde z`: the MLP's output once converged."""
     return z[:, tied["relu_mask"] == 0]
+
+
+def tied_output_error_bound(
+    weights: Weights, z: Float[Tensor, "batch D"], x: Float[Tensor, "batch d"]
+) -> Float[Tensor, " batch"]:
+    r"""A posteriori bound on :math:`\|\text{output block of } z - \text{MLP}(x)\|_2`, per row.
+
+    With the residual :math:`r = F(z) - z` of the tied layer split into blocks
+    :math:`r_1, \dots, r_L` and :math:`e_\ell = \|z_\ell - z^{[\ell]}\|_2`: block 1 of
+    :math:`F(z)` is exact, so :math:`e_1 \le \|r_1\|`; block :math:`\ell` of :math:`F` reads
+    block :math:`\ell - 1` through :math:`W^{[\ell-1]}` and a 1-Lipschitz activation, so
+
+    .. math::  e_\ell \le \|r_\ell\|_2 + \|W^{[\ell-1]}\|_2\, e_{\ell-1}.
+
+    The returned :math:`e_L` bounds the output error (whose sup norm is at most its 2-norm).
+    """
+    tied = weight_tied_from_mlp(weights)
+    if z.shape[1] != tied["W_z"].shape[0] or z.shape[0] != x.shape[0]:
+        raise ValueError(
+            f"z must be (batch, {tied['W_z'].shape[0]}) with x's batch {x.shape[0]}, "
+            f"got {tuple(z.shape)}"
+        )
+    r = tied_layer(tied, z, x) - z
+    L = n_affine_layers(weights)
+    start, e = 0, None
+    for ell in range(L):
+        m = weights[f"W{ell}"].shape[0]
+        r_ell = r[:, start : start + m].norm(dim=1)
+        e = r_ell if ell == 0 else r_ell + torch.linalg.matrix_norm(weights[f"W{ell}"], ord=2) * e
+        start += m
+    return e
