@@ -3,6 +3,7 @@ reversal errors of nnapprox.universal (issue 18 additions)."""
 
 import math
 
+import jaxtyping
 import pytest
 import torch
 
@@ -59,6 +60,33 @@ def test_train_harmonics_follows_its_linearisation_in_the_lazy_regime():
     assert float((out["t_train"] - out["t_linear"]).abs().max()) <= 1.0
     # and learning time grows with frequency for every repeat
     assert bool((out["t_train"].diff(dim=1) > 0).all())
+
+
+def test_crossing_gap_ratio_implies_at_most_one_step():
+    ks = [2, 4]
+    out = ua.train_harmonics(ks, torch.Generator().manual_seed(2), width=128, n_repeats=2,
+                             amplitude=1e-5)
+    assert out["amp_train"].shape == out["amp_linear"].shape
+    assert out["amp_train"].shape[:2] == (2, 2)
+    ratio = ua.crossing_gap_ratio(out["amp_train"], out["amp_linear"], out["t_linear"], 0.5e-5)
+    assert ratio.shape == (2, 2)
+    steps = (out["t_train"] - out["t_linear"]).abs()
+    assert bool((steps[ratio < 1] <= 1).all())  # the crossing argument
+
+
+def test_crossing_gap_ratio_detects_a_path_off_its_linearisation():
+    # linear path crosses 0.5 at T = 3 with margins 0.1; a trained path shifted down by 0.2
+    lin = torch.tensor([0.0, 0.2, 0.4, 0.5, 0.6, 0.7], dtype=torch.float64).reshape(1, 1, 6)
+    t_lin = torch.tensor([[3.0]], dtype=torch.float64)
+    ratio_same = ua.crossing_gap_ratio(lin.clone(), lin, t_lin, 0.5)
+    assert float(ratio_same) == 0.0
+    ratio_off = ua.crossing_gap_ratio(lin - 0.2, lin, t_lin, 0.5)
+    torch.testing.assert_close(ratio_off, torch.tensor([[2.0]], dtype=torch.float64))
+    # a path whose step T + 1 was not recorded cannot be certified
+    assert math.isinf(float(ua.crossing_gap_ratio(lin[..., :4], lin[..., :4], t_lin, 0.5)))
+    # mismatched paths are refused (jaxtyping's check fires first under pytest)
+    with pytest.raises((ValueError, jaxtyping.TypeCheckError)):
+        ua.crossing_gap_ratio(lin, lin[..., :4], t_lin, 0.5)
 
 
 def test_train_harmonics_rejects_bad_input():

@@ -27,6 +27,7 @@ from .ntk_frequency import (
     harmonic_amplitude,
     ntk_eigenvalue,
     ntk_learning_time,
+    crossing_gap_ratio,
     power_law_exponents,
     relu_ntk_gram,
     train_harmonics,

@@ -102,8 +102,10 @@ def train_harmonics(
     at initialisation, :math:`r \leftarrow (I - \eta\hat K)r`.
 
     Returns ``t_train`` and ``t_linear`` (n_repeats, M), ``t_theory`` (M,) from the
-    infinite-width kernel, ``eta`` and ``n_steps``. A frequency not learned within the
-    budget gets ``n_steps + 1``.
+    infinite-width kernel, ``eta`` and ``n_steps``, and the amplitude paths ``amp_train`` and
+    ``amp_linear`` (n_repeats, M, T) over the first T steps (T = one step past the last
+    linearised crossing, at most ``n_steps + 1``). A frequency not learned within the
+    recorded steps gets ``n_steps + 1``.
     """
     if not ks or any(not 1 <= k < n_points / 2 for k in ks):
         raise ValueError(f"ks must be a non-empty list of integers in [1, n_points/2) = [1, {n_points / 2}), got {ks}")
@@ -130,15 +132,20 @@ def train_harmonics(
     phase = 2 * math.pi * rng.rand(E, 1, generator=generator, dtype=torch.float64)
     y = amplitude * torch.cos(k_e[:, None] * theta[None, :] + phase)  # (E, N)
 
-    def first_learned(amplitudes_over_time):
-        t_learn = torch.full((E,), float(n_steps + 1), dtype=torch.float64)
-        done = torch.zeros(E, dtype=torch.bool)
-        for t, f in amplitudes_over_time:
-            new = (harmonic_amplitude(f, theta, k_e) >= level * amplitude) & ~done
-            t_learn[new] = t
-            done |= new
-            if bool(done.all()):
+    def amplitude_path(outputs_over_time, n_record):
+        """Harmonic amplitude at each network's own frequency, steps 0..n_record - 1: (E, T)."""
+        amps = []
+        for t, f in outputs_over_time:
+            if t >= n_record:
                 break
+            amps.append(harmonic_amplitude(f, theta, k_e))
+        return torch.stack(amps, 1)
+
+    def first_learned(amps):
+        reached = amps >= level * amplitude  # (E, T)
+        t_learn = torch.full((E,), float(n_steps + 1), dtype=torch.float64)
+        any_reached = reached.any(1)
+        t_learn[any_reached] = reached.double().argmax(1)[any_reached].double()
         return t_learn
 
     # linearised dynamics with each network's own kernel at initialisation
@@ -160,9 +167,17 @@ def train_harmonics(
             with torch.no_grad():
                 Wt -= eta * grad
 
+    amp_linear = amplitude_path(linear_path(), n_steps + 1)  # (E, n_steps + 1)
+    t_linear = first_learned(amp_linear)
+    # train until one step past the last linearised crossing (enough for the comparison)
+    n_record = min(n_steps + 1, int(t_linear.max()) + 2)
+    amp_train = amplitude_path(training_path(), n_record)  # (E, n_record)
+    t_train = first_learned(amp_train)
     return {
-        "t_train": first_learned(training_path()).reshape(R, M),
-        "t_linear": first_learned(linear_path()).reshape(R, M),
+        "t_train": t_train.reshape(R, M),
+        "t_linear": t_linear.reshape(R, M),
+        "amp_train": amp_train.reshape(R, M, -1),
+        "amp_linear": amp_linear[:, :n_record].reshape(R, M, -1),
         "t_theory": t_theory,
         "eta": eta,
         "n_steps": n_steps,
@@ -177,3 +192,45 @@ def power_law_exponents(ks: list[int], times: Float[Tensor, "R M"]) -> Float[Ten
     x = x - x.mean()
     logt = torch.log(times.double())
     return ((logt - logt.mean(1, keepdim=True)) * x).sum(1) / (x**2).sum()
+
+
+def crossing_gap_ratio(
+    amp_train: Float[Tensor, "R M T"],
+    amp_linear: Float[Tensor, "R M T"],
+    t_linear: Float[Tensor, "R M"],
+    threshold: float,
+) -> Float[Tensor, "R M"]:
+    r"""Trajectory gap over crossing margin: :math:`g / \min(m_-, m_+)` for each path.
+
+    With :math:`T` the first step at which the linearised amplitude :math:`a^{lin}` reaches
+    ``threshold`` (:math:`h`), the margins are
+    :math:`m_- = h - \max_{s \le T-2} a^{lin}_s` (:math:`+\infty` if :math:`T < 2`) and
+    :math:`m_+ = a^{lin}_{T+1} - h`, and :math:`g = \max_{t \le T+1} |a^{train}_t - a^{lin}_t|`.
+    If the ratio is below 1, the trained path's first crossing lies in
+    :math:`\{T-1, T, T+1\}`: :math:`a^{train}_{T+1} \ge a^{lin}_{T+1} - g > h` and
+    :math:`a^{train}_s \le a^{lin}_s + g < h` for :math:`s \le T-2`. A path whose step
+    :math:`T+1` was not recorded gets ratio :math:`+\infty`. Universal chapter, Section 5.
+    """
+    if amp_train.shape != amp_linear.shape or amp_train.ndim != 3:
+        raise ValueError(
+            f"amp_train and amp_linear must share a shape (R, M, T), got"
+            f" {tuple(amp_train.shape)} and {tuple(amp_linear.shape)}"
+        )
+    if t_linear.shape != amp_train.shape[:2]:
+        raise ValueError(
+            f"t_linear must have shape {tuple(amp_train.shape[:2])}, got {tuple(t_linear.shape)}"
+        )
+    T_rec = amp_train.shape[2]
+    ratio = torch.full(t_linear.shape, math.inf, dtype=torch.float64)
+    for r in range(t_linear.shape[0]):
+        for j in range(t_linear.shape[1]):
+            T = int(t_linear[r, j])
+            if T + 1 >= T_rec:
+                continue  # crossing (or step T + 1) not recorded: ratio stays +inf
+            a = amp_linear[r, j]
+            gap = float((amp_train[r, j, : T + 2] - a[: T + 2]).abs().max())
+            m_plus = float(a[T + 1]) - threshold
+            m_minus = threshold - float(a[: T - 1].max()) if T >= 2 else math.inf
+            margin = min(m_plus, m_minus)
+            ratio[r, j] = gap / margin if margin > 0 else math.inf
+    return ratio
