@@ -39,6 +39,8 @@ WRONG = {
     "universal": ("q2", "return (delta * total / (2**p * (p + 1))) ** (1.0 / p)",
                   "return (delta * total / (2**p * p)) ** (1.0 / p)"),
     "depth": ("q2", "F = ((-g + a) / (2 * a)).clamp(0.0, 1.0)", "F = ((-g + a) / a).clamp(0.0, 1.0)"),
+    "sequential": ("q1", "return -torch.log2((own + alpha) / (t + m * alpha))",
+                   "return -torch.log2((own + alpha) / (t + alpha))"),
 }
 
 GRADE_TIMEOUT = 300.0  # only reached when something is broken
