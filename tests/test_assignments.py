@@ -31,7 +31,7 @@ NAMES = asg.available()
 # One deliberately wrong solution per assignment: (question it targets, line of the reference
 # solution, wrong replacement). The replacement must still run.
 WRONG = {
-    "intro": ("q1", "return float(eps * (K**L - 1.0) / (K - 1.0))", "return float(eps * K**L / (K - 1.0))"),
+    "intro": ("q1", "total += epss[j] * math.prod(Ks[j + 1:])", "total += epss[j] * math.prod(Ks[j:])"),
     "icl": ("q2", "return -(v_y * Q_x.T @ K_x + torch.outer(Q_x.T @ k_y, v))", "return -(v_y * Q_x.T @ K_x)"),
     "diffusion": ("q1", "return (lam[:, None] * m - z) / sigma2[:, None]", "return (m - z) / sigma2[:, None]"),
     "scaling": ("q3", "return -alpha * excess / (E + excess)", "return -alpha * excess / E"),
