@@ -106,7 +106,8 @@ class Block(nn.Module):
         self.register_buffer("allowed", allowed, persistent=False)  # not in the state dict
 
     def attention(
-        self, a: Float[Tensor, "batch T C"], fast: bool = True, stride: int = 1
+        self, a: Float[Tensor, "batch T C"], fast: bool = True, stride: int = 1,
+        mask: Tensor | None = None,
     ) -> Float[Tensor, "batch T_q C"]:
         B, T, C = a.shape
         hs = C // self.n_head
@@ -120,7 +121,9 @@ class Block(nn.Module):
         T_q = q.shape[1]
         q = q.view(B, T_q, self.n_head, hs).transpose(1, 2)  # (B, nh, T_q, hs)
         k, v = (t.view(B, T, self.n_head, hs).transpose(1, 2) for t in (k, v))  # (B, nh, T, hs)
-        if not fast:
+        if mask is not None:  # a caller's own (T, T) boolean mask, True where allowed
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        elif not fast:
             out = causal_attention_reference(q, k, v, stride)
         elif stride == 1:
             out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
@@ -128,9 +131,16 @@ class Block(nn.Module):
             out = F.scaled_dot_product_attention(q, k, v, attn_mask=self.allowed[:T:stride, :T])
         return self.W_O(out.transpose(1, 2).reshape(B, T_q, C))  # (B, T_q, C)
 
-    def forward(self, h: Float[Tensor, "batch T C"], fast: bool = True, stride: int = 1) -> Float[Tensor, "batch T_q C"]:
+    def forward(
+        self, h: Float[Tensor, "batch T C"], fast: bool = True, stride: int = 1,
+        mask: Tensor | None = None,
+    ) -> Float[Tensor, "batch T_q C"]:
+        """``mask`` (boolean ``(T, T)``, ``True`` where attention is allowed) replaces the causal
+        mask, for token layouts that are not a plain sequence (``stride`` must then be 1)."""
+        if mask is not None and stride != 1:
+            raise ValueError(f"a custom mask needs stride 1, got stride={stride}")
         h_q = h if stride == 1 else h[:, ::stride]
-        h_q = h_q + self.attention(self.ln_1(h), fast, stride)
+        h_q = h_q + self.attention(self.ln_1(h), fast, stride, mask)
         return h_q + self.mlp(self.ln_2(h_q))
 
 

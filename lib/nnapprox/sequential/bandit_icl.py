@@ -30,7 +30,7 @@ import torch.nn.functional as F
 from jaxtyping import Float, Int
 from torch import Tensor, nn
 
-from ..icl.gpt import adam
+from ..icl.gpt import Block, GPTConfig, adam
 from ..progress import progress
 from .bandits import Problem, linucb, make_problem
 
@@ -43,29 +43,6 @@ class BanditGPTConfig:
     n_layer: int = 3
     n_embd: int = 64
     n_head: int = 4
-
-
-class _Block(nn.Module):
-    """Pre-LN block: masked multi-head softmax attention, then a 4x-wide GELU MLP."""
-
-    def __init__(self, n_embd: int, n_head: int) -> None:
-        super().__init__()
-        self.n_head = n_head
-        self.ln_1 = nn.LayerNorm(n_embd)
-        self.W_QKV = nn.Linear(n_embd, 3 * n_embd)
-        self.W_O = nn.Linear(n_embd, n_embd)
-        self.ln_2 = nn.LayerNorm(n_embd)
-        self.mlp = nn.Sequential(nn.Linear(n_embd, 4 * n_embd), nn.GELU(),
-                                 nn.Linear(4 * n_embd, n_embd))
-
-    def forward(self, h: Float[Tensor, "batch L C"], allowed: Tensor) -> Float[Tensor, "batch L C"]:
-        B, L, C = h.shape
-        q, k, v = self.W_QKV(self.ln_1(h)).split(C, dim=-1)
-        H = self.n_head
-        q, k, v = (z.view(B, L, H, C // H).transpose(1, 2) for z in (q, k, v))  # (B, H, L, C/H)
-        a = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed)
-        h = h + self.W_O(a.transpose(1, 2).reshape(B, L, C))
-        return h + self.mlp(self.ln_2(h))
 
 
 def attention_mask(T: int, K: int, last_only: bool = False) -> torch.Tensor:
@@ -94,7 +71,9 @@ class BanditGPT(nn.Module):
                              f"n_layer={n_layer}, n_embd={n_embd}, n_head={n_head}")
         self.cfg = BanditGPTConfig(d, n_layer, n_embd, n_head)
         self.read_in = nn.Linear(d + 3, n_embd)  # (x, y, is_history, is_query)
-        self.blocks = nn.ModuleList(_Block(n_embd, n_head) for _ in range(n_layer))
+        # the in-context-learning GPT's pre-LN block, run with this layout's own mask
+        block_cfg = GPTConfig(d=d, n_layer=n_layer, n_embd=n_embd, n_head=n_head, n_positions=1)
+        self.blocks = nn.ModuleList(Block(block_cfg) for _ in range(n_layer))
         self.ln_f = nn.LayerNorm(n_embd)
         self.read_out = nn.Linear(n_embd, 1)
 
@@ -126,7 +105,7 @@ class BanditGPT(nn.Module):
         h = self.read_in(torch.cat([hist, query], 1).to(dt))  # (B, T + T_q K, C)
         allowed = attention_mask(T, K, last_only).to(h.device)
         for block in self.blocks:
-            h = block(h, allowed)
+            h = block(h, mask=allowed)
         return self.read_out(self.ln_f(h[:, T:]))[..., 0].view(B, T_q, K)
 
 
