@@ -102,3 +102,36 @@ def test_training_lowers_the_loss():
     losses = Q.train_token_gpt(m, s, torch.Generator().manual_seed(0))
     q = len(losses) // 4
     assert sum(losses[-q:]) / q < 0.95 * sum(losses[:q]) / q
+
+
+def test_forward_with_attention_matches_the_model_and_knocks_heads_out():
+    torch.manual_seed(0)
+    model = Q.TokenGPT(S=3, n_layer=2, n_embd=16, n_head=4, T=12).double()
+    x = torch.randint(0, 3, (5, 12), generator=torch.Generator().manual_seed(2))
+    logits, A = Q.forward_with_attention(model, x)
+    assert torch.allclose(logits, model(x), atol=1e-12)
+    assert A.shape == (2, 5, 4, 12, 12)
+    assert torch.allclose(A.sum(-1), torch.ones(2, 5, 4, 12, dtype=D64), atol=1e-12)
+    assert (A.triu(1) == 0).all()  # causal
+    # a knocked-out head: the same as zeroing its columns of the output projection
+    ko, _ = Q.forward_with_attention(model, x, [(1, 2), (0, 0)])
+    edited = Q.TokenGPT(S=3, n_layer=2, n_embd=16, n_head=4, T=12).double()
+    edited.load_state_dict(model.state_dict())
+    with torch.no_grad():
+        edited.blocks[1].W_O.weight[:, 8:12] = 0.0
+        edited.blocks[0].W_O.weight[:, 0:4] = 0.0
+    assert torch.allclose(ko, edited(x), atol=1e-12)
+    assert not torch.allclose(ko, logits)
+    with pytest.raises(ValueError, match="ablate"):
+        Q.forward_with_attention(model, x, [(2, 0)])
+
+
+def test_induction_targets_by_hand():
+    x = torch.tensor([[0, 1, 0, 1, 2, 0]])
+    prev, succ = Q.induction_targets(x)
+    assert prev[0, 3].tolist() == [0, 0, 1, 0, 0, 0] and prev[0, 0].sum() == 0
+    # t = 5 (x_t = 0): earlier 0s at positions 0 and 2, so successors s = 1, 3
+    assert succ[0, 5].tolist() == [0, 1, 0, 1, 0, 0]
+    # t = 3 (x_t = 1): the 1 at position 1 is followed by s = 2; s = 4 lies beyond t
+    assert succ[0, 3].tolist() == [0, 0, 1, 0, 0, 0]
+    assert succ[0, 0].sum() == 0

@@ -9,8 +9,8 @@ from nnapprox.sequential.prediction import (  # noqa: F401
 )
 
 from nnapprox.sequential.markov_icl import (  # noqa: F401
-    TokenGPT, bigram_bayes_probs, dirichlet_chains, expected_row_entropy, log_loss, sample_chains,
-    train_token_gpt, unigram_probs,
+    TokenGPT, bigram_bayes_probs, dirichlet_chains, expected_row_entropy, forward_with_attention,
+    induction_targets, log_loss, sample_chains, train_token_gpt, unigram_probs,
 )
 from nnapprox.sequential.bandit_icl import (  # noqa: F401
     BanditGPT, attention_mask, decision_transformer_play, imitation_data, loglog_slope,

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -154,6 +154,61 @@ def train_token_gpt(model: TokenGPT, s: dict[str, Any], generator: torch.Generat
         losses.append(loss.detach())
     model.eval()
     return torch.stack(losses).tolist() if losses else []
+
+
+def forward_with_attention(
+    model: TokenGPT, x: Int[Tensor, "batch T"], ablate: Sequence[tuple[int, int]] = ()
+) -> tuple[Float[Tensor, "batch T S"], Float[Tensor, "layer batch head T T"]]:
+    r"""Logits of :meth:`TokenGPT.forward` and every head's attention probabilities.
+
+    The blocks' computation written out: in block :math:`\ell` head :math:`h` attends with
+    :math:`A^{\ell h}_{ts} = \mathrm{softmax}_s(q_t^\top k_s/\sqrt{d_k})` over :math:`s \le t`, and
+    its output :math:`\sum_s A^{\ell h}_{ts} v_s` enters the output projection. Every pair
+    ``(l, h)`` in ``ablate`` sets head ``h`` of block ``l`` to zero output (a knock-out: the other
+    heads and the rest of the network unchanged). Without ``ablate`` the logits equal ``model(x)``.
+    """
+    B, T = x.shape
+    L = len(model.blocks)
+    if T > model.cfg.T:
+        raise ValueError(f"sequence of {T} symbols is longer than T={model.cfg.T}")
+    ablate = [tuple(pair) for pair in ablate]
+    if any(len(p) != 2 or not (0 <= p[0] < L and 0 <= p[1] < model.cfg.n_head) for p in ablate):
+        raise ValueError(f"ablate must hold (layer, head) pairs with layer in [0, {L}) and head in "
+                         f"[0, {model.cfg.n_head}); got {ablate}")
+    h = model.wte(x) + model.wpe.weight[:T]  # (B, T, C)
+    C, nh = h.shape[-1], model.cfg.n_head
+    hs = C // nh
+    future = torch.ones(T, T, dtype=torch.bool).triu(1)  # s > t: not attended
+    maps = []
+    for layer, block in enumerate(model.blocks):
+        q, k, v = (t.view(B, T, nh, hs).transpose(1, 2) for t in block.W_QKV(block.ln_1(h)).split(C, 2))
+        A = (q @ k.transpose(-1, -2) / math.sqrt(hs)).masked_fill(future, float("-inf")).softmax(-1)
+        out = A @ v  # (B, nh, T, hs)
+        off = [head for lay, head in ablate if lay == layer]
+        if off:
+            out = out.clone()
+            out[:, off] = 0.0
+        h = h + block.W_O(out.transpose(1, 2).reshape(B, T, C))
+        h = h + block.mlp(block.ln_2(h))
+        maps.append(A)
+    return model.head(model.ln_f(h)), torch.stack(maps)
+
+
+def induction_targets(x: Int[Tensor, "batch T"]) -> tuple[Float[Tensor, "batch T T"], Float[Tensor, "batch T T"]]:
+    r"""Where a previous-token head and a statistical induction head would attend.
+
+    ``prev[b, t, s] = 1`` iff :math:`s = t - 1`; ``succ[b, t, s] = 1`` iff :math:`1 \le s \le t`
+    and :math:`x_{s-1} = x_t`: the positions right after an earlier occurrence of the current
+    symbol, whose symbols are the transitions out of the current state that the Bayes predictor
+    counts (Edelman et al.'s statistical induction head reads them).
+    """
+    B, T = x.shape
+    t = torch.arange(T)
+    prev = (t[None, :] == t[:, None] - 1).float().expand(B, T, T)
+    succ = torch.zeros(B, T, T)
+    succ[:, :, 1:] = (x[:, :, None] == x[:, None, :-1]).float()  # x_t == x_{s-1}
+    succ = succ * (t[None, :] <= t[:, None]).float()
+    return prev, succ
 
 
 def expected_row_entropy(S: int) -> float:
