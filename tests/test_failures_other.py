@@ -28,6 +28,45 @@ def test_periodic_variance_unbiased_against_large_sample():
     assert torch.allclose(small, big, rtol=0.3)
 
 
+@pytest.mark.parametrize("d", [2, 3, 5, 10, 20])
+@pytest.mark.parametrize("t", [0.25, 1.0, 4.0, 9.0, 16.0])
+def test_variance_bound_is_the_funk_hecke_eigenvalue(d, t):
+    """kappa_d(t) = eigenvalue of the kernel e^{-t} cosh(t u.v) on degree-2 harmonics (quadrature)."""
+    from scipy.integrate import quad
+
+    p2 = lambda s: (d * s * s - 1) / (d - 1)  # noqa: E731  Gegenbauer, normalised p2(1) = 1
+    weight = lambda th: math.sin(th) ** (d - 2)  # noqa: E731  law of s = cos(th) = u.v
+    # cosh - 1 = 2 sinh^2(./2): the constant term integrates to 0 against p2 (less cancellation)
+    kernel = lambda s: 2 * math.exp(-t) * math.sinh(t * s / 2) ** 2  # noqa: E731
+    num = quad(lambda th: kernel(math.cos(th)) * p2(math.cos(th)) * weight(th),
+               0, math.pi, epsabs=0, epsrel=1e-12, limit=200)[0]
+    den = quad(weight, 0, math.pi, epsabs=0, epsrel=1e-12)[0]
+    assert F.periodic_variance_bound(d, t**0.5) == pytest.approx(num / den, rel=1e-8)
+
+
+def test_variance_bound_attained_by_a_degree_two_feature():
+    """p_w(x) = w (x_1^2 - x_2^2): Var = 4 t^2 e^{-t} / (d(d+2)) exactly, G^2 = 4; tight as r -> 0."""
+    d = 6
+    exact = lambda r: 4 * r**4 * math.exp(-(r**2)) / (d * (d + 2))  # noqa: E731
+    ratios = [exact(r) / (4 * F.periodic_variance_bound(d, r)) for r in (0.05, 0.5, 1.0, 2.0)]
+    assert max(ratios) <= 1 + 1e-12 and ratios[-1] < 0.9
+    assert ratios[0] == pytest.approx(1, abs=1e-3)
+    # the cross-fitted estimator finds the exact value (population over directions: n/(n-1))
+    model = lambda p, x: p["w"] * (x[:, 0] ** 2 - x[:, 1] ** 2)  # noqa: E731
+    params = {"w": torch.tensor(0.0, dtype=torch.float64)}
+    n_dir = 256
+    est = F.periodic_gradient_variance(model, params, d, [1.0], n_dir, 2**16, torch.Generator().manual_seed(0))
+    truth = 4 * math.exp(-1.0) / (d * (d + 2))
+    assert float(est[0]) * n_dir / (n_dir - 1) == pytest.approx(truth, rel=0.25)
+
+
+def test_variance_bound_validation():
+    with pytest.raises(ValueError, match="d must be"):
+        F.periodic_variance_bound(1, 1.0)
+    with pytest.raises(ValueError, match="r must be"):
+        F.periodic_variance_bound(3, 0.0)
+
+
 def test_r_squared_perfect_and_constant():
     y = torch.randn(100, generator=torch.Generator().manual_seed(0))
     assert float(F.r_squared(y, y)) == 1.0

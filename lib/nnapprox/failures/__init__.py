@@ -35,6 +35,7 @@ from .periodic import (
     linear_periodic,
     periodic_gradient_variance,
     periodic_loss_landscape,
+    periodic_variance_bound,
     r_squared,
     random_directions,
     train_periodic_ensemble,

@@ -12,6 +12,8 @@ activation, yet for any predictor :math:`p_w`
 so the gradient carries almost no information about :math:`u` when :math:`d` or :math:`r` is
 large. :func:`periodic_gradient_variance` estimates that variance over random directions
 without bias (two independent halves of the sample, cross-fitted);
+:func:`periodic_variance_bound` is the explicit constant of that bound for Gaussian inputs
+(Theorem 1's argument with the family's Gram kernel in place of orthogonality);
 :func:`train_periodic_ensemble` fits several ``(d, r)`` pairs at once with Adam.
 """
 
@@ -82,6 +84,33 @@ def periodic_gradient_variance(
         b = h.transpose(1, 2) @ g / n_samples  # (n_r, n_directions, P)
         halves.append(b - b.mean(1, keepdim=True))
     return (halves[0] * halves[1]).sum(2).mean(1)
+
+
+def periodic_variance_bound(d: int, r: float) -> float:
+    r"""Explicit :math:`\kappa_d(r^2)` with :math:`\mathrm{Var}(\mathcal H_r, F, w) \le \kappa_d(r^2)\,G(w)^2`.
+
+    For :math:`x \sim \mathcal N(0, I_d)`, the square loss and :math:`u` uniform on the sphere,
+    the family's Gram kernel is :math:`\mathbb{E}_x[\cos(r u^\top x)\cos(r v^\top x)]
+    = e^{-r^2}\cosh(r^2 u^\top v)`. By the Funk–Hecke formula its eigenvalue on spherical
+    harmonics of even degree :math:`\ell` is
+    :math:`e^{-t}\,\Gamma(d/2)\,(2/t)^{d/2-1} I_{\ell+d/2-1}(t)` with :math:`t = r^2`
+    (odd degrees: 0), and the variance over :math:`u` sees only degrees :math:`\ell \ge 2`, so
+
+    .. math::  \kappa_d(t) = e^{-t}\,\Gamma(d/2)\,(2/t)^{d/2-1}\, I_{d/2+1}(t)
+
+    (:math:`I_\nu` decreases in :math:`\nu`). For :math:`t \ll d`,
+    :math:`\kappa_d(t) \approx t^2 e^{-t}/(d(d+2))`. Chapter "When gradient descent fails",
+    section "Linear-periodic targets".
+    """
+    if not isinstance(d, int) or d < 2:
+        raise ValueError(f"d must be an integer >= 2 (for d = 1 the variance is 0), got {d!r}")
+    if not r > 0:
+        raise ValueError(f"r must be positive, got {r!r}")
+    from scipy.special import ive  # exponentially scaled: ive(nu, t) = I_nu(t) e^{-t}
+
+    t = float(r) ** 2
+    log_prefactor = math.lgamma(d / 2) + (d / 2 - 1) * math.log(2 / t)
+    return float(math.exp(log_prefactor) * ive(d / 2 + 1, t))
 
 
 def init_mlp_ensemble(
