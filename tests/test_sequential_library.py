@@ -1,4 +1,5 @@
 import itertools
+import math
 
 import numpy as np
 import pytest
@@ -94,3 +95,56 @@ def test_thompson_runs_and_learns():
     p = Q.make_problem(16, 150, 5, 3, 0.2, g)
     reg = Q.thompson(p, g)["regret"]
     assert reg[-50:].mean() < reg[:50].mean()
+
+
+def _kt_loop(train, test, k, first):  # dictionary counts, one test byte at a time
+    counts, tot = {}, {}
+    for t in range(k, len(train)):
+        c = tuple(train[t - k:t])
+        counts[c, train[t]] = counts.get((c, train[t]), 0) + 1
+        tot[c] = tot.get(c, 0) + 1
+    out = []
+    for t in range(first, len(test)):
+        c = tuple(test[t - k:t])
+        out.append(-math.log((counts.get((c, test[t]), 0) + 0.5) / (tot.get(c, 0) + 128)))
+    return np.array(out)
+
+
+def test_frozen_byte_kt_matches_a_dictionary_loop():
+    from nnapprox.sequential import byte_counts as B
+    r = np.random.default_rng(0)
+    train = r.integers(0, 6, 500) * 40  # few distinct bytes, so contexts repeat
+    test = r.integers(0, 7, 200) * 40
+    for k in (0, 1, 2, 3):
+        assert np.allclose(B.kt_byte_losses(train, test, k, 3), _kt_loop(train, test, k, 3), atol=1e-12)
+
+
+def test_byte_kt_evidence_is_the_sequential_code_length():
+    from nnapprox.sequential import byte_counts as B
+    r = np.random.default_rng(1)
+    x = r.integers(0, 4, 300) * 60 + 3
+    for k in (0, 1, 2):
+        first = 2
+        counts, tot, total = {}, {}, 0.0
+        for t in range(first, len(x)):
+            c = tuple(x[t - k:t])
+            total += math.log((counts.get((c, x[t]), 0) + 0.5) / (tot.get(c, 0) + 128))
+            counts[c, x[t]] = counts.get((c, x[t]), 0) + 1
+            tot[c] = tot.get(c, 0) + 1
+        assert abs(B.kt_log_evidence(x, k, first) - total) < 1e-8
+
+
+def test_order_mixture_weights_and_bad_input():
+    from nnapprox.sequential import byte_counts as B
+    r = np.random.default_rng(2)
+    x = np.zeros(2000, dtype=np.int64)  # an order-1 source: the next byte is a function of the last
+    x[0] = 1
+    for t in range(1, 2000):
+        x[t] = (x[t - 1] * 7 + 3) % 11 if r.random() > 0.05 else r.integers(0, 11)
+    loss, w = B.order_mixture_losses(x[:1500], x[1500:], [0, 1, 2], 2)
+    assert w.shape == (3,) and abs(w.sum() - 1) < 1e-12 and w.argmax() == 1
+    assert loss.shape == (498,)
+    with pytest.raises(ValueError, match="bytes"):
+        B.kt_byte_losses(np.array([0, 300]), x, 1, 1)
+    with pytest.raises(ValueError, match="first >= k"):
+        B.kt_byte_losses(x, x, 3, 1)

@@ -2,6 +2,9 @@
 from nnapprox.sequential.bandits import (  # noqa: F401
     Problem, beta, linucb, linucb_loop, make_problem, regret_bound, thompson,
 )
+from nnapprox.sequential.byte_counts import (  # noqa: F401
+    byte_contexts, kt_byte_losses, kt_byte_probs, kt_log_evidence, order_mixture_losses,
+)
 from nnapprox.sequential.prediction import (  # noqa: F401
     CTW, best_markov_loss, ctw_losses, ctw_mixture_brute_force, entropy_rate, gamma_fn,
     kt_log2_prob, kt_losses, leaf_counts, lz78_losses, markov_kt_losses, ml_loss, random_markov,
@@ -41,7 +44,9 @@ CHECKPOINTS = {
 
 PROFILES = dict(
     quick=dict(n_lengths=[1024, 4096, 16384], n_sources=48, order=2, ctw_depth=4,
-               bandit_B=32, bandit_T=200, bandit_K=10, bandit_d=5, sigma=0.3, tf_B=400),
+               bandit_B=32, bandit_T=200, bandit_K=10, bandit_d=5, sigma=0.3, tf_B=400,
+               byte_D=[2**12, 2**15, 2**18], byte_steps=800, byte_batch=128),
     full=dict(n_lengths=[1024, 4096, 16384, 65536], n_sources=100, order=2, ctw_depth=6,
-              bandit_B=256, bandit_T=2000, bandit_K=20, bandit_d=5, sigma=0.3, tf_B=2000),
+              bandit_B=256, bandit_T=2000, bandit_K=20, bandit_d=5, sigma=0.3, tf_B=2000,
+              byte_D=[2**12, 2**15, 2**18], byte_steps=800, byte_batch=128),
 )
