@@ -138,3 +138,24 @@ def test_sample_positions_common_random_numbers():
     assert pos.shape == (7, 3, 5)
     assert torch.equal(pos[:, 0], pos[:, 1])  # same D: same batches
     assert (pos[:, :2] < 92).all() and (pos[:, 2] < 992).all() and (pos >= 0).all()
+
+
+@pytest.mark.parametrize("strategy", ["batched", "by_width"])
+def test_returned_params_reproduce_the_final_test_loss(strategy):
+    """``return_params=True`` returns the trained weights: they give the recorded final test loss."""
+    from nnapprox import rng
+    from nnapprox.scaling import init_sweep, make_contexts, sweep_logits
+    c = load_stdlib_corpus()
+    kw = dict(n_steps=8, batch=8, eval_every=4, n_eval=64, dtype=torch.float64)
+    widths, D = [4, 8, 4], [1000, 5000, 2000]
+    out = train_sweep(c.train, c.test, widths, D, torch.Generator().manual_seed(3), strategy=strategy,
+                      return_params=True, **kw)
+    g = torch.Generator().manual_seed(3)  # replay the draws that precede the test positions
+    init_sweep(widths, 8, 16, g, torch.float64)
+    sample_positions(D, 8, 8, 8, g)
+    x, y = make_contexts(c.test, rng.randint(0, len(c.test) - 8, (64,), generator=g), 8)
+    logits = sweep_logits(out["params"], out["mask"], x.unsqueeze(0).expand(len(widths), -1, -1))
+    ce = torch.nn.functional.cross_entropy(logits.reshape(-1, 256), y.repeat(len(widths)),
+                                           reduction="none").view(len(widths), -1).mean(dim=1)
+    torch.testing.assert_close(ce, out["final"], rtol=0, atol=1e-12)
+    assert "params" not in train_sweep(c.train, c.test, [4], [1000], torch.Generator().manual_seed(0), **kw)

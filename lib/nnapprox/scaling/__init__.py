@@ -9,6 +9,7 @@ Chapter *Neural scaling laws* (``chapters/scaling.md``). One module per object:
 * :mod:`.compute_optimal` — :math:`N_{opt} \\propto C^{\\beta/(\\alpha+\\beta)}`;
 * :mod:`.quanta` — the quanta model (known exponents);
 * :mod:`.teacher_student` — resolution- and variance-limited regimes;
+* :mod:`.intrinsic_dimension` — the TwoNN estimator of a point cloud's intrinsic dimension;
 * :mod:`.corpus`, :mod:`.byte_lm`, :mod:`.sweep` — a byte-level LM sweep on the stdlib sources.
 """
 
@@ -16,6 +17,7 @@ from .bootstrap import bootstrap_fits, percentile_ci
 from .byte_lm import VOCAB, ByteMLP, make_contexts, non_embedding_params
 from .compute_optimal import compute_optimal_exponents, optimal_allocation, optimal_allocation_numeric
 from .corpus import ByteCorpus, file_list_hash, load_stdlib_corpus, stdlib_files
+from .intrinsic_dimension import TwoNN, flat_torus, two_nn, two_nn_dimension, two_nn_mle, two_nn_ratios
 from .huber_fit import FitResult, StartRuns, fit_huber_log, huber, huber_grad, single_threaded_blas
 from .power_law import LogLogFit, fit_loglog, fit_saturating_power_law, saturating_power_law
 from .quanta import (
@@ -27,6 +29,7 @@ from .sweep import (
     init_sweep,
     lr_schedule,
     sample_positions,
+    sweep_hidden,
     sweep_logits,
     sweep_strategy,
     train_sweep,
@@ -53,6 +56,7 @@ __all__ = [
     "loss_capacity_limited", "loss_data_limited", "lr_schedule", "make_contexts", "non_embedding_params",
     "optimal_allocation", "optimal_allocation_numeric", "percentile_ci", "predict", "quanta_probs",
     "random_features_curve", "sample_positions", "sample_chinchilla_runs", "saturating_power_law", "single_threaded_blas", "StartRuns", "stdlib_files",
-    "sweep_logits", "sweep_strategy", "tanh_teacher", "train_sweep", "train_sweep_loop", "variance_limited_curve",
-    "variance_loss_data_limited",
+    "sweep_hidden", "sweep_logits", "sweep_strategy", "tanh_teacher", "train_sweep", "train_sweep_loop", "variance_limited_curve",
+    "variance_loss_data_limited", "TwoNN", "flat_torus", "two_nn", "two_nn_dimension", "two_nn_mle",
+    "two_nn_ratios",
 ]

@@ -62,14 +62,21 @@ def init_sweep(
     return params, mask
 
 
+def sweep_hidden(
+    params: dict[str, Tensor], mask: Float[Tensor, "M W_max"], x: Int[Tensor, "M batch context"]
+) -> Float[Tensor, "M batch W_max"]:
+    """Hidden representations :math:`h_m` of all ``M`` models at once (padded units are 0)."""
+    M, B, k = x.shape
+    e = torch.gather(params["E"], 1, x.reshape(M, B * k, 1).expand(-1, -1, params["E"].shape[-1]))
+    e = e.reshape(M, B, -1)  # (M, batch, context * d_emb)
+    return torch.relu(torch.baddbmm(params["b_1"].unsqueeze(1), e, params["W_1"])) * mask.unsqueeze(1)
+
+
 def sweep_logits(
     params: dict[str, Tensor], mask: Float[Tensor, "M W_max"], x: Int[Tensor, "M batch context"]
 ) -> Float[Tensor, "M batch vocab"]:
     """Forward pass of all ``M`` models at once."""
-    M, B, k = x.shape
-    e = torch.gather(params["E"], 1, x.reshape(M, B * k, 1).expand(-1, -1, params["E"].shape[-1]))
-    e = e.reshape(M, B, -1)  # (M, batch, context * d_emb)
-    h = torch.relu(torch.baddbmm(params["b_1"].unsqueeze(1), e, params["W_1"])) * mask.unsqueeze(1)
+    h = sweep_hidden(params, mask, x)  # (M, batch, W_max)
     return torch.baddbmm(params["b_2"].unsqueeze(1), h, params["W_2"])  # (M, batch, vocab)
 
 
@@ -138,8 +145,9 @@ def _train_stacked(
     *,
     n_steps: int, batch: int, lr: float, context: int, eval_every: int, eval_chunk: int,
     device: torch.device, desc: str,
-) -> Float[Tensor, "n_evals M"]:
-    """Train the stacked models ``params`` (leading model axis) together; return their test-loss curves."""
+) -> tuple[Float[Tensor, "n_evals M"], dict[str, Tensor]]:
+    """Train the stacked models ``params`` (leading model axis) together; return their test-loss curves
+    and their final weights (on the CPU)."""
     params = {k: v.to(device).requires_grad_() for k, v in params.items()}
     mask = mask.to(device)
     M, n_eval = mask.shape[0], len(y_test)
@@ -164,7 +172,7 @@ def _train_stacked(
                     ce += torch.nn.functional.cross_entropy(
                         logits.reshape(-1, VOCAB), y_s.repeat(M), reduction="none").view(M, -1).double().sum(dim=1)
             curves.append((ce / n_eval).cpu())
-    return torch.stack(curves)
+    return torch.stack(curves), {k: v.detach().cpu() for k, v in params.items()}
 
 
 def train_sweep(
@@ -185,8 +193,13 @@ def train_sweep(
     device: torch.device | str = "cpu",
     dtype: torch.dtype = torch.float32,
     strategy: str = "auto",
+    return_params: bool = False,
 ) -> dict[str, Tensor]:
     """Train every model of the sweep; return ``N``, ``best`` and ``final`` test losses and the ``curves``.
+
+    With ``return_params=True`` the result also holds the final weights, ``params`` (stacked and
+    padded to the largest width as in :func:`init_sweep`, on the CPU), and the width ``mask``:
+    ``sweep_hidden(out["params"], out["mask"], x)`` gives every model's hidden representation.
 
     ``strategy`` says how the models are grouped, not what they compute: ``"batched"`` trains
     all of them as one padded model, ``"by_width"`` trains one stacked model per distinct width
@@ -226,12 +239,19 @@ def train_sweep(
         sub = {"E": params["E"][idx], "W_1": params["W_1"][idx, :, :W], "b_1": params["b_1"][idx, :W],
                "W_2": params["W_2"][idx, :W, :], "b_2": params["b_2"][idx]}
         desc = f"sweep of {M} models" if chosen == "batched" else f"{len(idx)} models of width {W}"
-        curves_t[:, idx] = _train_stacked(
+        curves_t[:, idx], trained = _train_stacked(
             sub, mask[idx, :W], positions[:, idx], train, x_test, y_test, n_steps=n_steps, batch=batch,
             lr=lr, context=context, eval_every=eval_every, eval_chunk=eval_chunk, device=device, desc=desc)
+        if return_params:  # write the group's trained weights back into the padded layout
+            params["E"][idx], params["b_2"][idx] = trained["E"], trained["b_2"]
+            params["W_1"][idx, :, :W], params["b_1"][idx, :W] = trained["W_1"], trained["b_1"]
+            params["W_2"][idx, :W, :] = trained["W_2"]
     N = torch.tensor([non_embedding_params(w, context, d_emb) for w in widths], dtype=torch.float64)
-    return {"N": N, "D": torch.tensor(D, dtype=torch.float64), "best": curves_t.min(dim=0).values,
-            "final": curves_t[-1], "curves": curves_t}
+    out = {"N": N, "D": torch.tensor(D, dtype=torch.float64), "best": curves_t.min(dim=0).values,
+           "final": curves_t[-1], "curves": curves_t}
+    if return_params:
+        out["params"], out["mask"] = params, mask
+    return out
 
 
 def train_sweep_loop(
