@@ -95,6 +95,20 @@ def test_ensemble_padding_is_exact():
     torch.testing.assert_close(out[0], alone)
 
 
+def test_ensemble_stops_when_every_member_has_learned():
+    """stop_at ends training at the first evaluation where all members reach it; same prefix."""
+    args = ([4, 4], [2, 2], 3000, )
+    kw = dict(lr=0.05, eval_every=50, n_eval=256)
+    s_full, a_full, _, _ = F.train_parity_ensemble(*args, torch.Generator().manual_seed(3), **kw)
+    s_stop, a_stop, _, _ = F.train_parity_ensemble(*args, torch.Generator().manual_seed(3), stop_at=0.99, **kw)
+    last = len(s_stop) - 1
+    assert bool((a_stop[-1] >= 0.99).all()) and not bool((a_stop[:-1] >= 0.99).all(1).any())
+    assert int(s_stop[-1]) < 3000
+    torch.testing.assert_close(a_stop, a_full[: last + 1])
+    with pytest.raises(ValueError, match="stop_at"):
+        F.train_parity_ensemble(*args, torch.Generator(), stop_at=1.5)
+
+
 def test_bad_parameters_raise_before_work():
     with pytest.raises(ValueError, match="valid losses"):
         F.parity_gradient_variance(F.mlp_forward, F.mlp_init(3, 4), 3, loss="cross-entropy")

@@ -89,6 +89,7 @@ def train_parity_ensemble(
     lr: float = 0.01,
     eval_every: int = 500,
     n_eval: int = 2048,
+    stop_at: float | None = None,
 ) -> tuple[Int[Tensor, " evals"], Float[Tensor, "evals E"], dict[str, Float[Tensor, "evals E"]], Int[Tensor, "E d_max"]]:
     r"""Train one network per ``(d, k)`` pair with hinge loss and SGD; return the accuracy curves.
 
@@ -98,12 +99,16 @@ def train_parity_ensemble(
     ``(evals, E)``): ``"norm_ratio"`` (:func:`relevance`), ``"movement_ratio"`` and
     ``"movement_z"`` (:mod:`nnapprox.failures.hidden_progress`, NaN at step 0), ``"fourier"``
     (:math:`\hat p_e(S)` on the test inputs) and ``"hinge"`` (test hinge loss);
-    ``masks[e]`` is the hidden subset (a uniformly random ``k``-subset).
+    ``masks[e]`` is the hidden subset (a uniformly random ``k``-subset). With ``stop_at``,
+    training ends at the first evaluation at which every member's accuracy is at least
+    ``stop_at`` (the returned grid then ends there).
     """
     if len(ds) != len(ks) or any(not 0 < k <= d for d, k in zip(ds, ks)):
         raise ValueError(f"need one subset size 0 < k <= d per d, got ds={ds}, ks={ks}")
     if n_steps < 1 or eval_every < 1:
         raise ValueError(f"n_steps and eval_every must be >= 1, got {n_steps}, {eval_every}")
+    if stop_at is not None and not 0.0 < stop_at <= 1.0:
+        raise ValueError(f"stop_at must be None or in (0, 1], got {stop_at!r}")
     d_max = max(ds)
     masks = torch.zeros(len(ds), d_max, dtype=torch.long)
     for e, (d, k) in enumerate(zip(ds, ks)):
@@ -135,6 +140,8 @@ def train_parity_ensemble(
         if step % eval_every == 0 or step == n_steps:
             steps.append(step)
             curve.append(evaluate())
+            if stop_at is not None and bool((curve[-1] >= stop_at).all()):
+                break
     return torch.tensor(steps), torch.stack(curve), {k: torch.stack(v) for k, v in record.items()}, masks
 
 
