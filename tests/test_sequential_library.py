@@ -148,3 +148,18 @@ def test_order_mixture_weights_and_bad_input():
         B.kt_byte_losses(np.array([0, 300]), x, 1, 1)
     with pytest.raises(ValueError, match="first >= k"):
         B.kt_byte_losses(x, x, 3, 1)
+
+
+def test_clustered_se_equals_the_iid_formula_for_singletons_and_rejects_one_cluster():
+    from nnapprox.sequential import byte_counts as B
+    r = np.random.default_rng(3)
+    d = r.normal(size=50)
+    m, se = B.clustered_mean_se(d, np.arange(50))  # one observation per cluster: s / sqrt(n)
+    assert abs(m - d.mean()) < 1e-14 and abs(se - d.std(ddof=1) / np.sqrt(50)) < 1e-12
+    # identical values inside a cluster: the cluster means' standard error
+    g = np.repeat(np.arange(10), 7)
+    v = np.repeat(r.normal(size=10), 7)
+    m, se = B.clustered_mean_se(v, g)
+    assert abs(se - v[::7].std(ddof=1) / np.sqrt(10)) < 1e-12
+    with pytest.raises(ValueError, match="2 clusters"):
+        B.clustered_mean_se(d, np.zeros(50))

@@ -128,7 +128,8 @@ def test_forward_with_attention_matches_the_model_and_knocks_heads_out():
 
 def test_induction_targets_by_hand():
     x = torch.tensor([[0, 1, 0, 1, 2, 0]])
-    prev, succ = Q.induction_targets(x)
+    prev, succ, same = Q.induction_targets(x)
+    assert same[0, 5].tolist() == [1, 0, 1, 0, 0, 1] and same[0, 1].tolist() == [0, 1, 0, 0, 0, 0]
     assert prev[0, 3].tolist() == [0, 0, 1, 0, 0, 0] and prev[0, 0].sum() == 0
     # t = 5 (x_t = 0): earlier 0s at positions 0 and 2, so successors s = 1, 3
     assert succ[0, 5].tolist() == [0, 1, 0, 1, 0, 0]

@@ -3,7 +3,8 @@ from nnapprox.sequential.bandits import (  # noqa: F401
     Problem, beta, linucb, linucb_loop, make_problem, regret_bound, thompson,
 )
 from nnapprox.sequential.byte_counts import (  # noqa: F401
-    byte_contexts, kt_byte_losses, kt_byte_probs, kt_log_evidence, order_mixture_losses,
+    byte_contexts, clustered_mean_se, kt_byte_losses, kt_byte_probs, kt_log_evidence,
+    order_mixture_losses,
 )
 from nnapprox.sequential.prediction import (  # noqa: F401
     CTW, best_markov_loss, ctw_losses, ctw_mixture_brute_force, entropy_rate, gamma_fn,

@@ -90,7 +90,8 @@ def order_mixture_losses(train, test, orders: Sequence[int], first: int) -> tupl
     """Log loss on ``test[first:]`` of the Bayes mixture over ``orders``, and the posterior weights.
 
     The evidences are computed on the same training bytes ``train[max(orders):]`` for every order,
-    so that they are comparable; the mixture is frozen after training like each of its members.
+    so that they are comparable (each member's predictive counts use ``train[k:]``, a few more
+    bytes); the mixture is frozen after training like each of its members.
     """
     orders = list(orders)
     if not orders or first < max(orders):
@@ -100,3 +101,23 @@ def order_mixture_losses(train, test, orders: Sequence[int], first: int) -> tupl
     w /= w.sum()
     p = sum(w_k * kt_byte_probs(train, test, k, first) for w_k, k in zip(w, orders))
     return -np.log(p), w
+
+
+def clustered_mean_se(d, clusters) -> tuple[float, float]:
+    r"""Mean of ``d`` and its standard error with the observations grouped in ``clusters``.
+
+    For dependent observations that are independent across groups (bytes of different files):
+    with :math:`\bar d` the mean of all :math:`N` values and :math:`S_g = \sum_{i \in g} (d_i - \bar d)`,
+    :math:`\mathrm{se}^2 = \frac{G}{G-1} \sum_g S_g^2 / N^2` over the :math:`G` groups (the
+    cluster-robust variance of a mean).
+    """
+    d = np.asarray(d, dtype=np.float64)
+    clusters = np.asarray(clusters)
+    if d.ndim != 1 or clusters.shape != d.shape:
+        raise ValueError(f"d and clusters must be 1-d of the same length; got {d.shape} and {clusters.shape}")
+    labels, idx = np.unique(clusters, return_inverse=True)
+    if len(labels) < 2:
+        raise ValueError(f"need at least 2 clusters, got {len(labels)}")
+    S = np.bincount(idx, weights=d - d.mean())
+    G = len(labels)
+    return float(d.mean()), float(np.sqrt(G / (G - 1) * (S**2).sum()) / d.size)

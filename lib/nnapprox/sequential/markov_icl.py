@@ -194,21 +194,24 @@ def forward_with_attention(
     return model.head(model.ln_f(h)), torch.stack(maps)
 
 
-def induction_targets(x: Int[Tensor, "batch T"]) -> tuple[Float[Tensor, "batch T T"], Float[Tensor, "batch T T"]]:
-    r"""Where a previous-token head and a statistical induction head would attend.
+def induction_targets(x: Int[Tensor, "batch T"]) -> tuple[Float[Tensor, "batch T T"], ...]:
+    r"""Where a previous-token head, a statistical induction head and a same-symbol head would attend.
 
     ``prev[b, t, s] = 1`` iff :math:`s = t - 1`; ``succ[b, t, s] = 1`` iff :math:`1 \le s \le t`
     and :math:`x_{s-1} = x_t`: the positions right after an earlier occurrence of the current
     symbol, whose symbols are the transitions out of the current state that the Bayes predictor
-    counts (Edelman et al.'s statistical induction head reads them).
+    counts (Edelman et al.'s statistical induction head reads them); ``same[b, t, s] = 1`` iff
+    :math:`s \le t` and :math:`x_s = x_t`, the positions a single layer can find by comparing
+    symbols (0-based positions; row ``t`` is the query).
     """
     B, T = x.shape
     t = torch.arange(T)
+    causal = (t[None, :] <= t[:, None]).float()  # (T, T): s <= t
     prev = (t[None, :] == t[:, None] - 1).float().expand(B, T, T)
     succ = torch.zeros(B, T, T)
     succ[:, :, 1:] = (x[:, :, None] == x[:, None, :-1]).float()  # x_t == x_{s-1}
-    succ = succ * (t[None, :] <= t[:, None]).float()
-    return prev, succ
+    same = (x[:, :, None] == x[:, None, :]).float() * causal
+    return prev, succ * causal, same
 
 
 def expected_row_entropy(S: int) -> float:
