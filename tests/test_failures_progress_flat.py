@@ -165,3 +165,30 @@ def test_transformer_is_causal():
     changed[:, -1] = 1 - changed[:, -1]  # a later symbol must not change earlier outputs
     with torch.no_grad():
         torch.testing.assert_close(model(bits)[:, :-1], model(changed)[:, :-1])
+
+
+def test_random_positions_sorted_distinct_in_range():
+    pos = F.random_positions(64, 20, 256, torch.Generator().manual_seed(0))
+    assert pos.shape == (64, 20) and int(pos.min()) >= 0 and int(pos.max()) < 256
+    assert bool((pos[:, 1:] > pos[:, :-1]).all())  # strictly increasing: sorted and distinct
+    assert int(pos.max()) > 100  # positions beyond the string length do occur
+    with pytest.raises(ValueError, match="max_position"):
+        F.random_positions(2, 300, 256)
+
+
+def test_transformer_default_positions_equal_explicit_arange():
+    """positions=None is the standard encoding 0..n-1; explicit positions use the same formula."""
+    model = F.init_parameters_(F.ParityTransformer(), torch.Generator().manual_seed(0)).eval()
+    bits, _, _ = F.sample_bit_strings(3, 12, torch.Generator().manual_seed(1))
+    arange = torch.arange(12).expand(3, 12)
+    with torch.no_grad():
+        torch.testing.assert_close(model(bits), model(bits, arange))
+    torch.testing.assert_close(F.sinusoidal_encoding(torch.arange(9), 6), F.positional_encoding(9, 6))
+
+
+def test_flip_margin_change_of_the_oracle_is_twice_its_margin():
+    """A model that knows the parity with margin m changes its margin by 2m under any flip."""
+    g = torch.Generator().manual_seed(2)
+    change = F.flip_margin_change(_OracleParity(), 40, 64, g)
+    margin = _OracleParity()(F.sample_bit_strings(1, 40, g)[0])[0, -1]
+    torch.testing.assert_close(change, torch.full((64,), 2 * float((margin[1] - margin[0]).abs())))

@@ -52,10 +52,13 @@ from .piecewise_curves import (
 from .sequence_parity import (
     ParityLSTM,
     ParityTransformer,
+    flip_margin_change,
     init_parameters_,
     parity_accuracy,
+    random_positions,
     running_parity_loss,
     sample_bit_strings,
+    sinusoidal_encoding,
     train_running_parity,
 )
 from .sensitivity import (

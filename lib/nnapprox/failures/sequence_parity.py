@@ -12,7 +12,11 @@ network can implement the two-state automaton :math:`y_t = y_{t-1} \oplus b_t`, 
 every length; a soft-attention transformer must read the parity off an average over
 positions, which Hahn's lemma bounds by :math:`O(1/n)` per symbol.
 Parameters are drawn from an explicit generator (:func:`init_parameters_`), never from the
-global random state.
+global random state. With ``max_position`` the transformer uses *randomised positional
+encodings* ({cite}`ruoss2023randomized`): each string of length :math:`n` gets the sinusoidal
+encodings of a sorted uniform random :math:`n`-subset of :math:`\{0, \dots, L - 1\}`
+(:func:`random_positions`), in training and at test, so a string longer than the training
+strings sees no position value that training did not.
 """
 
 from __future__ import annotations
@@ -74,12 +78,45 @@ class ParityTransformer(nn.Module):
         self.encoder = nn.TransformerEncoder(layer, n_layers, enable_nested_tensor=False)
         self.readout = nn.Linear(d_model, 2)
 
-    def forward(self, bits: Int[Tensor, "batch n"]) -> Float[Tensor, "batch n 2"]:
+    def forward(
+        self, bits: Int[Tensor, "batch n"], positions: Int[Tensor, "batch n"] | None = None
+    ) -> Float[Tensor, "batch n 2"]:
         n = bits.shape[1]
-        pe = positional_encoding(n, self.d_model).to(device=bits.device, dtype=self.embed.weight.dtype)
+        if positions is None:
+            pe = positional_encoding(n, self.d_model)[None]  # (1, n, d_model): positions 0..n-1
+        else:
+            pe = sinusoidal_encoding(positions, self.d_model)  # (batch, n, d_model)
+        pe = pe.to(device=bits.device, dtype=self.embed.weight.dtype)
         causal = torch.triu(torch.full((n, n), float("-inf"), device=bits.device), diagonal=1)  # (n, n)
-        h = self.encoder(self.embed(bits) + pe[None], mask=causal)  # (batch, n, d_model)
+        h = self.encoder(self.embed(bits) + pe, mask=causal)  # (batch, n, d_model)
         return self.readout(h)
+
+
+def sinusoidal_encoding(positions: Int[Tensor, "*batch n"], d_model: int) -> Float[Tensor, "*batch n d_model"]:
+    r"""The sinusoidal encodings of :func:`positional_encoding` at arbitrary integer ``positions``."""
+    t = positions.double().cpu()[..., None]
+    freq = 10_000.0 ** (-torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)
+    pe = torch.zeros(*positions.shape, d_model, dtype=torch.float64)
+    pe[..., 0::2] = torch.sin(t * freq)
+    pe[..., 1::2] = torch.cos(t * freq)[..., : d_model // 2]
+    return pe
+
+
+def random_positions(
+    n_strings: int, n: int, max_position: int, generator: torch.Generator | None = None
+) -> Int[Tensor, "n_strings n"]:
+    r"""Per string, a sorted uniform random ``n``-subset of :math:`\{0, \dots, L - 1\}`, :math:`L` = ``max_position``."""
+    if not 1 <= n <= max_position:
+        raise ValueError(f"need 1 <= n <= max_position, got n={n}, max_position={max_position}")
+    dev = generator.device if generator is not None else torch.device("cpu")
+    keys = rng.rand(n_strings, max_position, generator=generator, device=dev)
+    return keys.argsort(dim=1)[:, :n].sort(dim=1).values
+
+
+def _logits(model: nn.Module, bits: Tensor, max_position: int | None, generator: torch.Generator | None) -> Tensor:
+    if max_position is None:
+        return model(bits)
+    return model(bits, random_positions(bits.shape[0], bits.shape[1], max_position, generator).to(bits.device))
 
 
 def init_parameters_(model: nn.Module, generator: torch.Generator) -> nn.Module:
@@ -108,15 +145,19 @@ def running_parity_loss(
 
 def train_running_parity(
     model: nn.Module, n_steps: int, generator: torch.Generator, *, max_length: int = 20, batch: int = 64, lr: float = 3e-3,
+    max_position: int | None = None,
 ) -> Float[Tensor, " n_steps"]:
-    r"""Adam on :func:`running_parity_loss` with fresh strings of lengths ``1..max_length``; returns the losses."""
+    r"""Adam on :func:`running_parity_loss` with fresh strings of lengths ``1..max_length``; returns the losses.
+
+    ``max_position`` (transformers only): randomised positions from ``0..max_position-1``.
+    """
     if n_steps < 1:
         raise ValueError(f"n_steps must be >= 1, got {n_steps}")
     opt = torch.optim.Adam(model.parameters(), lr=lr)
     losses = []
     for _ in progress(range(n_steps), desc=type(model).__name__):
         bits, parity, lengths = sample_bit_strings(batch, max_length, generator, min_length=1)
-        loss = running_parity_loss(model(bits), parity, lengths)
+        loss = running_parity_loss(_logits(model, bits, max_position, generator), parity, lengths)
         opt.zero_grad()
         loss.backward()
         opt.step()
@@ -125,8 +166,33 @@ def train_running_parity(
 
 
 @torch.no_grad()
-def parity_accuracy(model: nn.Module, length: int, n_strings: int, generator: torch.Generator) -> float:
+def parity_accuracy(
+    model: nn.Module, length: int, n_strings: int, generator: torch.Generator, max_position: int | None = None
+) -> float:
     r"""Fraction of ``n_strings`` strings of exactly ``length`` bits whose parity the model predicts at the last position."""
     bits, parity, _ = sample_bit_strings(n_strings, length, generator)
-    prediction = model(bits)[:, -1].argmax(-1)
+    prediction = _logits(model, bits, max_position, generator)[:, -1].argmax(-1)
     return float((prediction == parity[:, -1]).float().mean())
+
+
+@torch.no_grad()
+def flip_margin_change(
+    model: nn.Module, length: int, n_strings: int, generator: torch.Generator, max_position: int | None = None
+) -> Float[Tensor, " n_strings"]:
+    r"""Change of the last position's logit margin :math:`z_1 - z_0` when one random bit :math:`i < n` is flipped.
+
+    The trained-model counterpart of :func:`~nnapprox.failures.sensitivity.flip_changes`: the
+    same positions are used for the string and its flipped copy.
+    """
+    bits, _, _ = sample_bit_strings(n_strings, length, generator)
+    i = rng.randint(0, length - 1, (n_strings,), generator=generator, device=bits.device)
+    flipped = bits.clone()
+    rows = torch.arange(n_strings, device=bits.device)
+    flipped[rows, i] = 1 - flipped[rows, i]
+    if max_position is None:
+        z, z_flip = model(bits)[:, -1], model(flipped)[:, -1]
+    else:
+        pos = random_positions(n_strings, length, max_position, generator).to(bits.device)
+        z, z_flip = model(bits, pos)[:, -1], model(flipped, pos)[:, -1]
+    margin = lambda logits: logits[:, 1] - logits[:, 0]  # noqa: E731
+    return (margin(z) - margin(z_flip)).abs().cpu()
