@@ -90,6 +90,29 @@ def test_linucb_ellipsoid_and_ridge():
     assert torch.isfinite(th_hat).all()
 
 
+def test_linucb_width_optimism_and_elliptical_potential():
+    g = torch.Generator().manual_seed(3)
+    lam = 1.0
+    p = Q.make_problem(6, 40, 4, 3, 0.2, g)
+    r = Q.linucb(p, lam=lam, delta=0.01)
+    for i in range(6):  # ||x_t||_{V_t^-1} of the played action, by a loop over rounds
+        V = lam * torch.eye(3, dtype=torch.float64)
+        for t in range(40):
+            x = r["X"][i, t]
+            assert math.isclose(float(r["width"][t, i]), float(x @ torch.linalg.solve(V, x)) ** 0.5,
+                                rel_tol=1e-12)
+            V = V + torch.outer(x, x)
+    # on the ellipsoid's event, optimism gives r_t <= 2 beta_t ||x_t||_{V_t^-1} (and r_t <= 2)
+    assert bool((r["err"] <= r["radius"]).all())
+    assert bool((r["regret"] <= torch.clamp(2 * r["radius"] * r["width"], max=2) + 1e-12).all())
+    # elliptical potential (Abbasi-Yadkori et al. 2011, Lemma 11)
+    pot = torch.clamp(r["width"] ** 2, max=1).sum(0)
+    logdet = torch.logdet(r["V"]) - 3 * math.log(lam)
+    assert bool((pot <= 2 * logdet).all())
+    # a wrong radius (a tenth) breaks the optimism inequality on some round
+    assert bool((r["regret"] > 0.2 * r["radius"] * r["width"] + 1e-12).any())
+
+
 def test_thompson_runs_and_learns():
     g = torch.Generator().manual_seed(2)
     p = Q.make_problem(16, 150, 5, 3, 0.2, g)

@@ -67,6 +67,7 @@ def _run(p: Problem, lam: float, choose) -> dict:
     xs = torch.zeros(B, T, d, dtype=torch.float64)
     ys = torch.zeros(B, T, dtype=torch.float64)
     acts = torch.zeros(T, B, dtype=torch.long)
+    width = torch.zeros(T, B, dtype=torch.float64)
     for t in range(T):
         X = p.actions[t]
         th_hat = torch.linalg.solve(V, bvec)
@@ -76,19 +77,22 @@ def _run(p: Problem, lam: float, choose) -> dict:
         rad[t] = r
         acts[t] = a
         x = X[idx, a]
+        width[t] = torch.sqrt((x * torch.linalg.solve(V, x)).sum(-1))  # ||x_t||_{V_t^-1}
         mean = (X @ p.theta[:, :, None])[..., 0]
         regret[t] = mean.max(-1).values - mean[idx, a]
         y = (x * p.theta).sum(-1) + p.sigma * p.noise[t]
         xs[:, t], ys[:, t] = x, y
         V = V + x[:, :, None] * x[:, None, :]
         bvec = bvec + y[:, None] * x
-    return dict(regret=regret, err=err, radius=rad, V=V, b=bvec, X=xs, y=ys, action=acts)
+    return dict(regret=regret, err=err, radius=rad, V=V, b=bvec, X=xs, y=ys, action=acts,
+                width=width)
 
 
 def linucb(p: Problem, lam: float = 1.0, delta: float = 0.01) -> dict:
     r"""OFUL: play :math:`\arg\max_x x^\top\hat\theta + \beta_t\|x\|_{V^{-1}}`. Returns per-round
-    ``regret`` (T, B), the estimation error :math:`\|\hat\theta-\theta\|_{V}` (``err``) and
-    :math:`\beta_t` (``radius``) before each play."""
+    ``regret`` (T, B), the estimation error :math:`\|\hat\theta-\theta\|_{V}` (``err``),
+    :math:`\beta_t` (``radius``) and the played action's :math:`\|x_t\|_{V_t^{-1}}` (``width``),
+    all before each play, and the final ``V``."""
     d = p.theta.shape[1]
 
     def choose(t, X, V, th):
