@@ -22,6 +22,18 @@ from .enumeration import (
 from .glauber import glauber, glauber_trace
 from .ising import energy, field, noise, operator_norm, ou_schedule, score_from_mean, sk_coupling
 from .path_kl import euler_chain_path_kl
+from .rbm import (
+    joint_coupling,
+    joint_field,
+    rbm_coupling,
+    rbm_log_weight,
+    rbm_mean_field,
+    rbm_mf_step,
+    rbm_mf_trajectory,
+    rbm_posterior_mean,
+    rbm_posterior_mean_reference,
+    rbm_sample_exact,
+)
 from .mean_field import mf_step, mf_trajectory, naive_mean_field, tap, tap_step, vi_free_energy
 from .reverse_sde import reverse_sde, time_grid
 from .sample_quality import (
