@@ -28,6 +28,40 @@ def test_periodic_variance_unbiased_against_large_sample():
     assert torch.allclose(small, big, rtol=0.3)
 
 
+def test_periodic_variance_returns_G2_of_its_own_inputs():
+    """return_G2: same variance, and G^2 is the mean ||g||^2 over the same 2 n_samples inputs."""
+    d, rs, n = 3, [1.0, 2.0], 512
+    params = F.mlp_init(d, 8, torch.Generator().manual_seed(0))
+    var = F.periodic_gradient_variance(F.mlp_forward, params, d, rs, 16, n, torch.Generator().manual_seed(1))
+    var2, G2 = F.periodic_gradient_variance(
+        F.mlp_forward, params, d, rs, 16, n, torch.Generator().manual_seed(1), return_G2=True
+    )
+    torch.testing.assert_close(var2, var, rtol=0, atol=0)
+    g = torch.Generator().manual_seed(1)
+    F.random_directions(16, d, g)  # the draws of the function, in its order
+    x = torch.cat([torch.randn(n, d, generator=g).double() for _ in range(2)])
+    expected = float(F.per_example_gradients(F.mlp_forward, params, x).pow(2).sum(1).mean())
+    assert G2 == pytest.approx(expected, rel=1e-12)
+    x_big = torch.randn(2**16, d, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
+    G2_big = float(F.per_example_gradients(F.mlp_forward, params, x_big).pow(2).sum(1).mean())
+    assert G2 == pytest.approx(G2_big, rel=0.1)  # unbiased: agrees with a large sample
+
+
+def test_per_repeat_excess_is_below_zero_under_the_bound():
+    """Var - kappa G^2 per repeat: its mean is <= 0 within a few s.e. (the bound holds)."""
+    d, r, reps = 5, 1.0, 8
+    params = F.mlp_init(d, 16, torch.Generator().manual_seed(3))
+    kappa = F.periodic_variance_bound(d, r)
+    excess = []
+    for i in range(reps):
+        v, G2 = F.periodic_gradient_variance(
+            F.mlp_forward, params, d, [r], 32, 1024, torch.Generator().manual_seed(10 + i), return_G2=True
+        )
+        excess.append(float(v[0]) * 32 / 31 - kappa * G2)
+    excess = torch.tensor(excess)
+    assert float(excess.mean()) <= 4 * float(excess.std() / reps**0.5)
+
+
 @pytest.mark.parametrize("d", [2, 3, 5, 10, 20])
 @pytest.mark.parametrize("t", [0.25, 1.0, 4.0, 9.0, 16.0])
 def test_variance_bound_is_the_funk_hecke_eigenvalue(d, t):

@@ -74,6 +74,35 @@ def test_square_loss_parseval_identity():
     assert var == pytest.approx(G2 / 2**d - mean_sq, rel=1e-10)
 
 
+@pytest.mark.parametrize("scale", [1.0, 4.0])
+@pytest.mark.parametrize("loss", F.LOSSES)
+def test_parseval_terms_equal_the_wht_variance(loss, scale):
+    """Var 2^d / G^2 = E||beta g||^2 / E||g||^2 - 2^-d beta(1)^2 ||g(1)||^2 / E||g||^2 (fp64)."""
+    d = 7
+    params = F.mlp_init(d, 30, torch.Generator().manual_seed(5))
+    params = {k: v * scale for k, v in params.items()}  # scale 4: |p| leaves (-1, 1) somewhere
+    var, G2, _ = F.parity_gradient_variance(F.mlp_forward, params, d, loss)
+    beta_share, point_share, p_max = F.parity_variance_parseval(F.mlp_forward, params, d, loss, chunk=32)
+    assert abs(var * 2**d / G2 - (beta_share - point_share)) <= 1e-12
+    p = F.mlp_forward(params, F.hypercube(d))
+    assert p_max == float(p.abs().max())
+    if loss == "square" or (loss == "hinge" and p_max < 1):
+        assert beta_share == pytest.approx(1.0, abs=1e-14)  # beta = -1 at every point
+    if loss == "hinge" and scale == 4.0:
+        assert p_max > 1 and beta_share < 1  # beta = -1/2 where |p| >= 1
+
+
+def test_parseval_terms_can_fail_on_a_wrong_variance():
+    """The exact check of the chapter rejects a variance that misses the single-point term."""
+    d = 5
+    params = F.mlp_init(d, 10, torch.Generator().manual_seed(0))
+    var, G2, _ = F.parity_gradient_variance(F.mlp_forward, params, d, "hinge")
+    beta_share, point_share, _ = F.parity_variance_parseval(F.mlp_forward, params, d, "hinge")
+    wrong = G2 / 2**d * beta_share  # second moment instead of variance
+    assert abs(wrong * 2**d / G2 - (beta_share - point_share)) > 1e-12
+    assert abs(var * 2**d / G2 - (beta_share - point_share)) <= 1e-12
+
+
 def test_sample_parity_labels_and_reproducible():
     v = F.subset_mask(0b1011, 5)
     x, y = F.sample_parity(64, v, torch.Generator().manual_seed(0))

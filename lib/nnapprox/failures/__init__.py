@@ -26,6 +26,7 @@ from .grad_variance import (
     mlp_init,
     parity_gradient_variance,
     parity_gradient_variance_reference,
+    parity_variance_parseval,
     per_example_gradients,
 )
 from .hidden_progress import fourier_coefficient, movement_ratio, movement_zscore, scan_threshold

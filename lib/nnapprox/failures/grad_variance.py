@@ -158,6 +158,44 @@ def parity_gradient_variance_reference(
     return var, float((g**2).sum(1).mean()), grads
 
 
+def parity_variance_parseval(
+    model: Model, params: Params, d: int, loss: str = "square", chunk: int = 4096
+) -> tuple[float, float, float]:
+    r"""The two terms of Parseval's identity for :math:`\mathrm{Var}\cdot 2^d/G^2`, and :math:`\max|p_w|`.
+
+    With :math:`\beta` the target-dependent part of the loss derivative (module docstring),
+    Parseval's identity for the :math:`2^d` parities gives, exactly,
+
+    .. math::  \frac{2^d\,\mathrm{Var}(\mathcal H, F, w)}{G(w)^2}
+               = \frac{\mathbb{E}_x\|\beta g\|^2}{\mathbb{E}_x\|g\|^2}
+               - 2^{-d}\,\frac{\beta(\mathbf 1)^2\|g(\mathbf 1)\|^2}{\mathbb{E}_x\|g\|^2},
+
+    with :math:`\mathbf 1` the all-ones point (row 0 of :func:`~nnapprox.failures.parity.hypercube`).
+    For the square loss, and for the hinge wherever :math:`|p_w| < 1`, :math:`\beta = -1`
+    and the first term is 1. Computed directly from the per-example gradients, without the
+    Walsh–Hadamard transform, so that it checks :func:`parity_gradient_variance`. Returns
+    ``(beta_share, point_share, p_max)``: the two terms and :math:`\max_x |p_w(x)|` over the cube.
+    Chapter "When gradient descent fails", section "Computing the variance exactly".
+    """
+    loss_fn(torch.zeros(1), torch.zeros(1), loss)
+    first = next(iter(params.values()))
+    x = hypercube(d, first.dtype).to(first.device)
+    with torch.no_grad():
+        p = model(params, x)
+    ones = torch.ones_like(p)
+    beta = 0.5 * (loss_derivative(p, ones, loss) - loss_derivative(p, -ones, loss))
+    g2_sum = beta_g2_sum = 0.0
+    for start in range(0, x.shape[0], chunk):
+        rows = slice(start, start + chunk)
+        sq_norm = per_example_gradients(model, params, x[rows]).pow(2).sum(1)  # (chunk,)
+        if start == 0:
+            g1_sq = float(sq_norm[0])  # ||g(1)||^2, the all-ones point is row 0
+        g2_sum += float(sq_norm.sum())
+        beta_g2_sum += float((beta[rows] ** 2 * sq_norm).sum())
+    point_share = float(beta[0]) ** 2 * g1_sq / g2_sum  # 2^-d beta(1)^2 ||g(1)||^2 / E||g||^2
+    return beta_g2_sum / g2_sum, point_share, float(p.abs().max())
+
+
 def gradient_snr(
     model: Model, params: Params, x: Float[Tensor, "batch d"], y: Float[Tensor, " batch"], loss: str = "square"
 ) -> float:

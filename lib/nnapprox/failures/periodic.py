@@ -56,8 +56,8 @@ def r_squared(prediction: Float[Tensor, "*batch n"], target: Float[Tensor, "*bat
 
 def periodic_gradient_variance(
     model: Model, params: Params, d: int, rs: list[float], n_directions: int, n_samples: int,
-    generator: torch.Generator | None = None,
-) -> Float[Tensor, " n_r"]:
+    generator: torch.Generator | None = None, return_G2: bool = False,
+) -> Float[Tensor, " n_r"] | tuple[Float[Tensor, " n_r"], float]:
     r"""Unbiased estimates of :math:`\mathrm{Var}(\mathcal H_r, F, w)` (square loss), one per ``r`` in ``rs``.
 
     :math:`\nabla F_u = \mathbb{E}[(p_w - h_u) g] = \mathbb{E}[p_w g] - b_u` with
@@ -68,6 +68,12 @@ def periodic_gradient_variance(
     has exactly the expectation of the variance over the sampled directions (it can be
     negative when the variance is below the sampling noise). The per-example gradients are
     computed once and shared by every ``r``.
+
+    With ``return_G2`` it returns ``(var, G2)``, where ``G2`` is the unbiased estimate
+    :math:`\frac{1}{2n}\sum_i \|g(x_i)\|^2` of :math:`G(w)^2` from the same ``2 n_samples``
+    inputs. Repeats with independent generators then give independent pairs, so the
+    per-repeat excess :math:`\widehat{\mathrm{Var}} - \kappa\,\widehat{G^2}` over a bound
+    :math:`\kappa G^2` has the sampling error of both estimates in its spread.
     """
     if n_samples < 2 or n_directions < 2:
         raise ValueError(f"n_samples and n_directions must be >= 2, got {n_samples}, {n_directions}")
@@ -76,14 +82,16 @@ def periodic_gradient_variance(
     dtype = next(iter(params.values())).dtype
     u = random_directions(n_directions, d, generator).to(dtype)
     r = torch.tensor([float(r) for r in rs], dtype=dtype, device=u.device)
-    halves = []
+    halves, G2 = [], 0.0
     for _ in range(2):
         x = rng.randn(n_samples, d, generator=generator, device=_device(generator)).to(dtype)
         g = per_example_gradients(model, params, x)  # (n_samples, P)
+        G2 += float(g.pow(2).sum()) / (2 * n_samples)
         h = torch.cos(r[:, None, None] * (x @ u.T)[None])  # (n_r, n_samples, n_directions)
         b = h.transpose(1, 2) @ g / n_samples  # (n_r, n_directions, P)
         halves.append(b - b.mean(1, keepdim=True))
-    return (halves[0] * halves[1]).sum(2).mean(1)
+    var = (halves[0] * halves[1]).sum(2).mean(1)
+    return (var, G2) if return_G2 else var
 
 
 def periodic_variance_bound(d: int, r: float) -> float:
@@ -98,7 +106,7 @@ def periodic_variance_bound(d: int, r: float) -> float:
 
     .. math::  \kappa_d(t) = e^{-t}\,\Gamma(d/2)\,(2/t)^{d/2-1}\, I_{d/2+1}(t)
 
-    (:math:`I_\nu` decreases in :math:`\nu`). For :math:`t \ll d`,
+    (:math:`I_\nu` decreases in :math:`\nu`). For :math:`t^2 \ll d`,
     :math:`\kappa_d(t) \approx t^2 e^{-t}/(d(d+2))`. Chapter "When gradient descent fails",
     section "Linear-periodic targets".
     """
