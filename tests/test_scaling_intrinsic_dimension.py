@@ -4,7 +4,10 @@ import numpy as np
 import pytest
 import torch
 
-from nnapprox.scaling import flat_torus, two_nn, two_nn_dimension, two_nn_mle, two_nn_ratios
+from nnapprox.scaling import (
+    flat_torus, flat_torus_angles, torus_embedding, torus_geodesic_distances, two_nn,
+    two_nn_dimension, two_nn_mle, two_nn_ratios, two_nn_torus,
+)
 
 
 @pytest.mark.parametrize("d", [1.0, 3.0, 7.5])
@@ -56,3 +59,43 @@ def test_bad_input_raises():
         two_nn_mle(np.array([0.5, 2.0, 3.0]))
     with pytest.raises(ValueError, match="n and d"):
         flat_torus(0, 2, torch.Generator())
+
+
+def test_torus_geodesic_distances_equal_the_shortest_lattice_image():
+    """Flat-torus distance = min over the 3^d images theta' + 2 pi k of the Euclidean distance."""
+    g = torch.Generator().manual_seed(3)
+    theta = flat_torus_angles(40, 3, g)
+    shifts = torch.cartesian_prod(*[torch.tensor([-1.0, 0.0, 1.0], dtype=torch.float64)] * 3)
+    diff = theta[:, None, None, :] - theta[None, :, None, :] + 2 * torch.pi * shifts  # (n, n, 27, d)
+    brute = diff.norm(dim=3).min(dim=2).values  # (n, n)
+    np.testing.assert_allclose(torus_geodesic_distances(theta), brute, atol=1e-12)
+
+
+def test_torus_ratios_equal_euclidean_ratios_without_wrapping():
+    """Angles in a small box never wrap: geodesic ratios are the Euclidean ratios of the angles."""
+    g = torch.Generator().manual_seed(4)
+    theta = 0.1 * torch.rand(300, 4, generator=g, dtype=torch.float64)
+    np.testing.assert_allclose(two_nn_torus(theta).d_mle, two_nn(theta).d_mle, rtol=1e-12)
+
+
+def test_torus_embedding_is_flat_torus():
+    g1, g2 = torch.Generator().manual_seed(6), torch.Generator().manual_seed(6)
+    theta = flat_torus_angles(50, 2, g2)
+    np.testing.assert_array_equal(flat_torus(50, 2, g1), torus_embedding(theta))
+
+
+def test_geodesic_two_nn_recovers_the_torus_dimension():
+    """Uniform points, geodesic distances: each log mu ~ Exp(d) exactly, so the MLE is within 5 of
+    its (first-order) standard errors of d (n = 3000, d = 3 and 5)."""
+    g = torch.Generator().manual_seed(7)
+    for d in (3, 5):
+        est = two_nn_torus(flat_torus_angles(3000, d, g))
+        assert abs(est.d_mle - d) < 5 * est.se_mle
+        assert est.n == 3000
+
+
+def test_torus_bad_input_raises():
+    with pytest.raises(ValueError, match="n >= 3"):
+        two_nn_torus(torch.zeros(2, 3))
+    with pytest.raises(ValueError, match="n and d"):
+        flat_torus_angles(3, 0, torch.Generator())

@@ -17,7 +17,10 @@ from .bootstrap import bootstrap_fits, percentile_ci
 from .byte_lm import VOCAB, ByteMLP, make_contexts, non_embedding_params
 from .compute_optimal import compute_optimal_exponents, optimal_allocation, optimal_allocation_numeric
 from .corpus import ByteCorpus, file_list_hash, load_stdlib_corpus, stdlib_files
-from .intrinsic_dimension import TwoNN, flat_torus, two_nn, two_nn_dimension, two_nn_mle, two_nn_ratios
+from .intrinsic_dimension import (
+    TwoNN, flat_torus, flat_torus_angles, torus_embedding, torus_geodesic_distances, two_nn,
+    two_nn_dimension, two_nn_mle, two_nn_ratios, two_nn_torus,
+)
 from .huber_fit import FitResult, StartRuns, fit_huber_log, huber, huber_grad, single_threaded_blas
 from .power_law import LogLogFit, fit_loglog, fit_saturating_power_law, saturating_power_law
 from .quanta import (
@@ -58,5 +61,6 @@ __all__ = [
     "random_features_curve", "sample_positions", "sample_chinchilla_runs", "saturating_power_law", "single_threaded_blas", "StartRuns", "stdlib_files",
     "sweep_hidden", "sweep_logits", "sweep_strategy", "tanh_teacher", "train_sweep", "train_sweep_loop", "variance_limited_curve",
     "variance_loss_data_limited", "TwoNN", "flat_torus", "two_nn", "two_nn_dimension", "two_nn_mle",
-    "two_nn_ratios",
+    "two_nn_ratios", "flat_torus_angles", "torus_embedding", "torus_geodesic_distances",
+    "two_nn_torus",
 ]
