@@ -1,7 +1,7 @@
 r"""The Ising model, the SK couplings and the Ornstein–Uhlenbeck noising process.
 
-Chapter "Diffusion models as variational inference", sections 1–2 (seed lecture 000;
-{cite}`mei2023deep`, {cite}`elalaoui2022sampling`).
+Chapter "Diffusion models as variational inference", sections 1–2 ({cite}`mei2023deep`,
+{cite}`elalaoui2022sampling`).
 
 The data distribution is an Ising model on the hypercube,
 

@@ -3,7 +3,8 @@ r"""Sampling by the time-reversed OU process, driven by any posterior-mean estim
 Chapter "Diffusion models as variational inference", section 5 ({cite}`sohl2015deep`,
 {cite}`song2021score`, {cite}`mei2023deep`).
 
-The seed lecture's sampler integrates, from :math:`Y_0 \sim \mathcal N(0, I_d)`,
+The sampler, the time-reversed OU process of {cite}`song2021score`, integrates from
+:math:`Y_0 \sim \mathcal N(0, I_d)`,
 
 .. math::  \mathrm dY_\tau = \big(Y_\tau + 2\hat s_{T-\tau}(Y_\tau)\big)\mathrm d\tau + \sqrt2\,\mathrm dB_\tau,
            \qquad \tau \in [0, T - \delta],

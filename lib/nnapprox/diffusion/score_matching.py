@@ -3,7 +3,7 @@ r"""Learning the score by denoising, in the :math:`x_0`-prediction parametrisati
 Chapter "Diffusion models as variational inference", sections 4 and 6 ({cite}`vincent2011connection`,
 {cite}`ho2020denoising`, {cite}`mei2023deep`).
 
-The seed lecture fits :math:`\hat s_t` by minimising
+Denoising score matching {cite}`vincent2011connection` fits :math:`\hat s_t` by minimising
 :math:`\frac1n\sum_i \|\sigma_t^{-1} g_i + \mathrm{NN}(\lambda_t x_i + \sigma_t g_i)\|^2`,
 whose population minimiser is the score. Its scale blows up as :math:`\sigma_t \to 0`, so we
 fit instead the posterior mean: with :math:`h = \lambda_t z/\sigma_t^2`,

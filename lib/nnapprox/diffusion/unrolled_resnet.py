@@ -2,7 +2,7 @@ r"""The unrolled-VI ResNet: one residual block per mean-field step, tanh realise
 
 Chapter "Diffusion models as variational inference", sections 3–4 and 7 ({cite}`mei2023deep`).
 
-The ResNet of the seed lecture is
+The chapter's ResNet (our construction, in the spirit of {cite}`mei2023deep`) is
 
 .. math::  u^{\ell} = u^{\ell-1} + W_1^{\ell}\,\sigma(W_2^{\ell} u^{\ell-1}), \qquad u^0 = W_{\mathrm{in}}[h; 1],
            \qquad \hat m = W_{\mathrm{out}} u^L,
@@ -152,11 +152,10 @@ def init_weights(d: int, L: int, M: int, R: float = 4.0, generator: torch.Genera
 
     The centring matters. For :math:`v \ge R` every unit is active and :math:`\phi_\ell` has
     slope :math:`\sum_k a_{\ell k}`; with raw noise that slope has standard deviation
-    :math:`0.1\sqrt{M+1}`, the fields :math:`h = \lambda_t z/\sigma_t^2` of small times are large,
-    and the network starts far outside :math:`[-1,1]` (at :math:`d = 12, L = 8, M = 16` an initial
-    loss of 25 instead of about 1, and training that never recovered: error 0.59 against 0.19
-    for the MLP at :math:`n = 64`). With :math:`\sum_k a_{\ell k} = 0` each :math:`\phi_\ell` is
-    constant outside :math:`[-R, R]`, as tanh nearly is.
+    :math:`0.1\sqrt{M+1}`, and since the fields :math:`h = \lambda_t z/\sigma_t^2` of small times
+    are large, the network would start far outside :math:`[-1,1]`. With
+    :math:`\sum_k a_{\ell k} = 0` each :math:`\phi_\ell` is constant outside :math:`[-R, R]`, as
+    tanh nearly is.
     """
     b = knots(M, R, dtype)
     a = 0.1 * rng.randn(L, M + 1, generator=generator, dtype=dtype)
