@@ -166,3 +166,23 @@ def test_reverse_with_positional_encoding_learns():
     g = torch.Generator().manual_seed(0)
     blocks, E, _ = ua.train_reverse(g, positional=True, n_steps=600, batch=128, lr=1e-2)
     assert ua.reverse_test_error(blocks, E, g, d=8, d_x=4, n=4) < 0.05
+
+
+def test_spectral_ensemble_resumes_exactly_where_it_stopped(tmp_path):
+    A, k = torch.tensor([[1.0, 0.5]]), torch.tensor([2.0, 5.0])
+    kw = dict(n_phases=2, n_points=32, depth=2, width=8, n_steps=7, lr=1e-2, record_every=2)
+    whole = ua.train_spectral_ensemble(A, k, torch.Generator().manual_seed(3), **kw)
+    state = tmp_path / "spectral.safetensors"
+    first = ua.train_spectral_ensemble(A, k, torch.Generator().manual_seed(3), **kw,
+                                       state_path=state, save_every=2, stop_at=5)
+    assert first is None and state.exists()
+    resumed = ua.train_spectral_ensemble(A, k, torch.Generator().manual_seed(3), **kw,
+                                         state_path=state, save_every=2)
+    for key in whole:
+        assert torch.equal(whole[key], resumed[key]), key
+    # a state written with other settings is refused, naming them
+    with pytest.raises(ValueError, match="lr"):
+        ua.train_spectral_ensemble(A, k, torch.Generator().manual_seed(3), **{**kw, "lr": 2e-2},
+                                   state_path=state)
+    with pytest.raises(ValueError, match="state_path"):
+        ua.train_spectral_ensemble(A, k, torch.Generator().manual_seed(3), **kw, stop_at=3)

@@ -21,7 +21,9 @@ Many phase draws :math:`\varphi` train at once as one ensemble (``torch.func.vma
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 
 import torch
 from jaxtyping import Float, Shaped
@@ -79,6 +81,56 @@ def spearman(a: Float[Tensor, " M"], b: Float[Tensor, " M"]) -> float:
     return float((ra * rb).sum() / denom)
 
 
+def _save_state(path, settings: dict, t: int, params: dict, opt, steps, amps, losses) -> None:
+    """Weights, Adam's moments and the record after ``t`` steps, to safetensors (no pickles)."""
+    from safetensors.torch import save_file
+
+    tensors = {f"param.{name}": p.detach().cpu().contiguous() for name, p in params.items()}
+    for name, p in params.items():
+        st = opt.state.get(p, {})
+        for key in ("exp_avg", "exp_avg_sq", "step"):
+            if key in st:
+                tensors[f"adam.{key}.{name}"] = torch.as_tensor(st[key]).detach().cpu().reshape(-1)
+    if steps:
+        tensors["record.steps"] = torch.tensor(steps)
+        tensors["record.amps"] = torch.stack(amps).cpu().contiguous()
+        tensors["record.losses"] = torch.stack(losses).cpu().contiguous()
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(str(path) + ".tmp")
+    save_file(tensors, str(tmp), metadata={"settings": json.dumps(settings), "step": str(t)})
+    tmp.replace(path)  # never leave a half-written state behind
+
+
+def _load_state(path, settings: dict, params: dict, opt, dev) -> tuple[int, list, list, list]:
+    """Restore what :func:`_save_state` wrote; refuse a state written with other settings."""
+    from safetensors import safe_open
+
+    with safe_open(str(path), framework="pt") as fh:
+        meta = fh.metadata()
+        saved = json.loads(meta["settings"])
+        if saved != settings:
+            differ = sorted(key for key in settings if saved.get(key) != settings[key])
+            raise ValueError(f"{path} was written with other settings ({', '.join(differ)});"
+                             " delete it to start this run afresh")
+        tensors = {key: fh.get_tensor(key) for key in fh.keys()}
+    with torch.no_grad():
+        for name, p in params.items():
+            p.copy_(tensors[f"param.{name}"].to(dev))
+    for name, p in params.items():
+        if f"adam.exp_avg.{name}" in tensors:
+            opt.state[p] = {
+                "step": tensors[f"adam.step.{name}"].reshape(()).clone(),
+                "exp_avg": tensors[f"adam.exp_avg.{name}"].reshape(p.shape).to(dev),
+                "exp_avg_sq": tensors[f"adam.exp_avg_sq.{name}"].reshape(p.shape).to(dev),
+            }
+    steps, amps, losses = [], [], []
+    if "record.steps" in tensors:
+        steps = tensors["record.steps"].tolist()
+        amps = list(tensors["record.amps"].to(dev).unbind(0))
+        losses = list(tensors["record.losses"].to(dev).unbind(0))
+    return int(meta["step"]), steps, amps, losses
+
+
 def train_spectral_ensemble(
     A: Float[Tensor, "n_amp M"],
     k: Float[Tensor, " M"],
@@ -92,7 +144,10 @@ def train_spectral_ensemble(
     lr: float = 3e-4,
     record_every: int = 50,
     device: torch.device | str = "cpu",
-) -> dict[str, Tensor]:
+    state_path: str | Path | None = None,
+    save_every: int = 1000,
+    stop_at: int | None = None,
+) -> dict[str, Tensor] | None:
     r"""Train one ReLU MLP (``depth`` hidden layers of ``width``) per (amplitude profile, phase draw), full batch.
 
     ``A`` holds ``n_amp`` amplitude profiles; each is paired with ``n_phases`` phase draws
@@ -103,13 +158,22 @@ def train_spectral_ensemble(
 
     Returns ``steps`` (T,), ``amplitudes`` (T, n_amp, n_phases, M) normalised by ``A``,
     ``phi`` (n_amp, n_phases, M) and ``loss`` (T, n_amp, n_phases).
+
+    A long run can be resumed: with ``state_path`` the weights, Adam's moments and the record
+    so far are saved there (safetensors, with the settings in its metadata) every
+    ``save_every`` steps, and a later call with the same settings continues from the saved
+    step, with the same result as an uninterrupted run. A file written with other settings
+    stops the call with an error naming the differing settings. ``stop_at`` saves and returns
+    ``None`` after that many steps (a time limit, and the tests' way to interrupt a run).
     """
     if A.ndim != 2 or A.shape[1] != k.shape[0]:
         raise ValueError(f"A must have shape (n_amp, M) with M = len(k) = {k.shape[0]}, got {tuple(A.shape)}")
     if float(k.max()) >= n_points / 2:
         raise ValueError(f"every frequency must be below the Nyquist limit n_points/2 = {n_points / 2}")
-    if n_phases < 1 or depth < 1 or width < 1 or n_steps < 1 or record_every < 1:
-        raise ValueError("n_phases, depth, width, n_steps and record_every must all be >= 1")
+    if n_phases < 1 or depth < 1 or width < 1 or n_steps < 1 or record_every < 1 or save_every < 1:
+        raise ValueError("n_phases, depth, width, n_steps, record_every and save_every must all be >= 1")
+    if stop_at is not None and state_path is None:
+        raise ValueError("stop_at needs a state_path to save the interrupted run to")
     dev = torch.device(device)
     n_amp, M = A.shape
     E = n_amp * n_phases
@@ -123,7 +187,18 @@ def train_spectral_ensemble(
         p.requires_grad_(True)
     opt = torch.optim.Adam(params.values(), lr=lr)
     steps, amps, losses = [], [], []
-    for t in progress(range(n_steps + 1), desc="spectral bias"):
+    settings = {"A": A.tolist(), "k": k.tolist(), "n_phases": n_phases, "n_points": n_points,
+                "depth": depth, "width": width, "n_steps": n_steps, "lr": lr,
+                "record_every": record_every, "phi0": float(phi[0, 0])}
+    start = 0
+    if state_path is not None and Path(state_path).exists():
+        start, steps, amps, losses = _load_state(state_path, settings, params, opt, dev)
+    for t in progress(range(start, n_steps + 1), desc="spectral bias", initial=start,
+                      total=n_steps + 1):
+        if state_path is not None and t > start and (t % save_every == 0 or t == stop_at):
+            _save_state(state_path, settings, t, params, opt, steps, amps, losses)
+        if t == stop_at:
+            return None
         f = relu_mlp_ensemble(params, z[:, None])[..., 0]  # (E, n)
         loss_each = ((f - y) ** 2).mean(1)
         if t % record_every == 0 or t == n_steps:
