@@ -102,21 +102,27 @@ class UnrolledVIResNet(nn.Module):
 
     def block(self, ell: int, m: Float[Tensor, "batch d"], h: Float[Tensor, "batch d"]) -> Float[Tensor, "batch d"]:
         r"""Block :math:`\ell` (0-based): :math:`m \mapsto \phi_\ell(A_\ell m + \gamma_\ell h)`."""
-        v = m @ self.A[ell].T + self.gamma[ell] * h
-        phi = torch.tanh(v) if self.exact_tanh else relu_tanh(v, self.a[ell], self.c[ell], self.b)
+        return self._block(m, h, self.A[ell], self.gamma[ell], self.a[ell], self.c[ell])
+
+    def _block(self, m: Float[Tensor, "batch d"], h: Float[Tensor, "batch d"], A: Float[Tensor, "d d"],
+               gamma: Tensor, a: Float[Tensor, " knots"], c: Tensor) -> Float[Tensor, "batch d"]:
+        v = m @ A.T + gamma * h
+        phi = torch.tanh(v) if self.exact_tanh else relu_tanh(v, a, c, self.b)
         return phi  # = m + phi - relu(m) + relu(-m): the skip units cancel m (see dense_forward)
 
     def trajectory(self, h: Float[Tensor, "batch d"]) -> Float[Tensor, "L_plus_one batch d"]:
         r"""All block outputs :math:`\hat m^0 = 0, \hat m^1, \dots, \hat m^L` (the last one is ``forward(h)``)."""
         ms = [torch.zeros_like(h)]
-        for ell in range(self.L):
-            ms.append(self.block(ell, ms[-1], h))
+        # unbind once: its backward stacks the L gradients, where indexing in every block would
+        # fill a zero tensor of the full (L, d, d) shape per block
+        for weights in zip(self.A.unbind(0), self.gamma.unbind(0), self.a.unbind(0), self.c.unbind(0)):
+            ms.append(self._block(ms[-1], h, *weights))
         return torch.stack(ms)
 
     def forward(self, h: Float[Tensor, "batch d"]) -> Float[Tensor, "batch d"]:
         m = torch.zeros_like(h)
-        for ell in range(self.L):
-            m = self.block(ell, m, h)
+        for weights in zip(self.A.unbind(0), self.gamma.unbind(0), self.a.unbind(0), self.c.unbind(0)):
+            m = self._block(m, h, *weights)
         return m
 
     def n_parameters(self) -> int:
