@@ -104,9 +104,9 @@ class UnrolledVIResNet(nn.Module):
         r"""Block :math:`\ell` (0-based): :math:`m \mapsto \phi_\ell(A_\ell m + \gamma_\ell h)`."""
         return self._block(m, h, self.A[ell], self.gamma[ell], self.a[ell], self.c[ell])
 
-    def _block(self, m: Float[Tensor, "batch d"], h: Float[Tensor, "batch d"], A: Float[Tensor, "d d"],
+    def _block(self, m: Float[Tensor, "batch d"] | None, h: Float[Tensor, "batch d"], A: Float[Tensor, "d d"],
                gamma: Tensor, a: Float[Tensor, " knots"], c: Tensor) -> Float[Tensor, "batch d"]:
-        v = m @ A.T + gamma * h
+        v = gamma * h if m is None else m @ A.T + gamma * h  # None stands for m = 0
         phi = torch.tanh(v) if self.exact_tanh else relu_tanh(v, a, c, self.b)
         return phi  # = m + phi - relu(m) + relu(-m): the skip units cancel m (see dense_forward)
 
@@ -120,7 +120,7 @@ class UnrolledVIResNet(nn.Module):
         return torch.stack(ms)
 
     def forward(self, h: Float[Tensor, "batch d"]) -> Float[Tensor, "batch d"]:
-        m = torch.zeros_like(h)
+        m = None  # m^0 = 0: the first block skips its product A_1 m^0
         for weights in zip(self.A.unbind(0), self.gamma.unbind(0), self.a.unbind(0), self.c.unbind(0)):
             m = self._block(m, h, *weights)
         return m
