@@ -53,6 +53,24 @@ def test_teacher_student_one_d_is_steep():
     assert -fit_loglog(np.array(N), mse).slope > 2.0  # theory: 4/d = 4
 
 
+def test_teacher_student_curve_shares_one_gram_matrix_but_fits_each_size_on_its_own():
+    from nnapprox.scaling import teacher_student as ts
+
+    teacher, N, d = tanh_teacher(2, torch.Generator().manual_seed(1)), [5, 12, 30], 2
+    mse = random_features_curve(teacher, d, N, torch.Generator().manual_seed(2), n_train=400, n_test=300)
+    g = torch.Generator().manual_seed(2)  # the same draws, in the function's order
+    x = 2 * torch.rand(400, d, generator=g, dtype=torch.float64) - 1
+    x_test = 2 * torch.rand(300, d, generator=g, dtype=torch.float64) - 1
+    v = torch.randn(max(N), d, generator=g, dtype=torch.float64)
+    v = v / v.norm(dim=1, keepdim=True)
+    a = (2 * torch.rand(max(N), generator=g, dtype=torch.float64) - 1) * d**0.5
+    y, y_test = teacher(x), teacher(x_test)
+    for n_feat, got in zip(N, mse):  # each size from its own features and its own Gram matrix
+        coef = ts._least_squares(ts._features(x, v[:n_feat], a[:n_feat]), y, 1e-12)
+        want = float(((ts._features(x_test, v[:n_feat], a[:n_feat]) @ coef - y_test) ** 2).mean())
+        assert got == pytest.approx(want, rel=1e-6)
+
+
 def test_variance_limited_excess_positive_and_decreasing():
     g = torch.Generator().manual_seed(0)
     ex = variance_limited_curve(tanh_teacher(2, g), 2, 10, [200, 2000, 20000], g, n_test=5000)

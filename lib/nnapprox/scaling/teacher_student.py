@@ -55,9 +55,13 @@ def _features(x: Float[Tensor, "n d"], v: Float[Tensor, "N d"], a: Float[Tensor,
 
 
 def _least_squares(Phi: Float[Tensor, "n p"], y: Float[Tensor, " n"], ridge: float) -> Float[Tensor, " p"]:
-    G = Phi.T @ Phi
+    return _solve_ridge(Phi.T @ Phi, Phi.T @ y, ridge)
+
+
+def _solve_ridge(G: Float[Tensor, "p p"], b: Float[Tensor, " p"], ridge: float) -> Float[Tensor, " p"]:
+    """Normal equations (G + ridge * mean(diag G) I) coef = b, with G = Phi^T Phi and b = Phi^T y."""
     G = G + ridge * G.diagonal().mean() * torch.eye(G.shape[0], dtype=G.dtype)
-    return torch.linalg.solve(G, Phi.T @ y)
+    return torch.linalg.solve(G, b)
 
 
 def random_features_curve(
@@ -88,10 +92,16 @@ def random_features_curve(
     a = (2 * rng.rand(max(N), generator=generator, dtype=dt) - 1) * d**0.5
     y = teacher(x) + noise * rng.randn(n_train, generator=generator, dtype=dt)
     y_test = teacher(x_test)
+    # one Gram matrix for the largest student, columns ordered [1, x, features]: the student with
+    # the first n_feat features is its leading (1 + d + n_feat) block, so no size recomputes it
+    Phi = _features(x, v, a).roll(1 + d, dims=1)
+    Phi_test = _features(x_test, v, a).roll(1 + d, dims=1)
+    G, b = Phi.T @ Phi, Phi.T @ y
     out = []
     for n_feat in N:
-        coef = _least_squares(_features(x, v[:n_feat], a[:n_feat]), y, ridge)
-        pred = _features(x_test, v[:n_feat], a[:n_feat]) @ coef
+        p = 1 + d + n_feat
+        coef = _solve_ridge(G[:p, :p], b[:p], ridge)
+        pred = Phi_test[:, :p] @ coef
         out.append(float(((pred - y_test) ** 2).mean()))
     return np.asarray(out)
 
