@@ -71,6 +71,21 @@ def test_literal_resnet_matrices_agree_with_the_fast_path(weights):
     torch.testing.assert_close(dense_forward(net, h), net(h), rtol=0, atol=1e-12)
 
 
+def test_forward_equals_the_trajectory_and_the_block_loop_values_and_gradients():
+    g = torch.Generator().manual_seed(3)
+    net = UnrolledVIResNet(9, 4, 8)
+    net.load_state_dict(init_weights(9, 4, 8, generator=g))
+    h = torch.randn(5, 9, generator=g)
+    m = torch.zeros_like(h)
+    for ell in range(net.L):  # the indexed blocks, from m^0 = 0
+        m = net.block(ell, m, h)
+    assert torch.equal(net(h), m) and torch.equal(net.trajectory(h)[-1], m)
+    fast = torch.autograd.grad(net(h).square().sum(), list(net.parameters()))
+    slow = torch.autograd.grad(m.square().sum(), list(net.parameters()))
+    for a, b in zip(fast, slow):  # unbound weights and the skipped product change no gradient
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-6)
+
+
 def test_relu_tanh_error_obeys_the_interpolation_bound_and_shrinks():
     v = torch.linspace(-10, 10, 40001, dtype=F64)
     errors = []

@@ -281,7 +281,7 @@ def tune_denoisers(
     train together (:func:`train_denoisers`). Returns the ``R`` selected models, their
     ``(width, lr)``, and the held-out losses of every configuration, ``(R, len(widths), len(lrs))``.
     Chapter "Diffusion models as variational inference", section 4: both denoisers get this same
-    search, so neither is compared untuned.
+    search, so neither is compared untuned; section 6 runs it on every training set at every d.
     """
     widths, lrs = list(widths), [float(lr) for lr in lrs]
     if not widths or not lrs or any(w < 1 for w in widths) or any(lr <= 0 for lr in lrs):

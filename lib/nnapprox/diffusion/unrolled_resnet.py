@@ -113,17 +113,20 @@ class UnrolledVIResNet(nn.Module):
     def trajectory(self, h: Float[Tensor, "batch d"]) -> Float[Tensor, "L_plus_one batch d"]:
         r"""All block outputs :math:`\hat m^0 = 0, \hat m^1, \dots, \hat m^L` (the last one is ``forward(h)``)."""
         ms = [torch.zeros_like(h)]
-        # unbind once: its backward stacks the L gradients, where indexing in every block would
-        # fill a zero tensor of the full (L, d, d) shape per block
-        for weights in zip(self.A.unbind(0), self.gamma.unbind(0), self.a.unbind(0), self.c.unbind(0)):
+        for weights in self._block_weights():
             ms.append(self._block(ms[-1], h, *weights))
         return torch.stack(ms)
 
     def forward(self, h: Float[Tensor, "batch d"]) -> Float[Tensor, "batch d"]:
         m = None  # m^0 = 0: the first block skips its product A_1 m^0
-        for weights in zip(self.A.unbind(0), self.gamma.unbind(0), self.a.unbind(0), self.c.unbind(0)):
+        for weights in self._block_weights():
             m = self._block(m, h, *weights)
         return m
+
+    def _block_weights(self):
+        """Per block ``(A_l, gamma_l, a_l, c_l)``, unbound once: the backward of ``unbind`` stacks the
+        ``L`` gradients, where indexing in every block fills a zero ``(L, d, d)`` tensor per block."""
+        return zip(self.A.unbind(0), self.gamma.unbind(0), self.a.unbind(0), self.c.unbind(0))
 
     def n_parameters(self) -> int:
         """Number of trainable scalars (the weights the construction does not fix)."""
