@@ -112,9 +112,10 @@ class UnrolledVIResNet(nn.Module):
 
     def trajectory(self, h: Float[Tensor, "batch d"]) -> Float[Tensor, "L_plus_one batch d"]:
         r"""All block outputs :math:`\hat m^0 = 0, \hat m^1, \dots, \hat m^L` (the last one is ``forward(h)``)."""
-        ms = [torch.zeros_like(h)]
+        ms, m = [torch.zeros_like(h)], None  # None: m^0 = 0, as in forward
         for weights in self._block_weights():
-            ms.append(self._block(ms[-1], h, *weights))
+            m = self._block(m, h, *weights)
+            ms.append(m)
         return torch.stack(ms)
 
     def forward(self, h: Float[Tensor, "batch d"]) -> Float[Tensor, "batch d"]:
