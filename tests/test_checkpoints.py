@@ -67,6 +67,34 @@ def test_changed_settings_make_the_checkpoint_stale(tiny, monkeypatch):
         ck.load("tiny", directory=tiny)
 
 
+def test_train_keeps_the_trained_model_in_state_dir_and_reuses_it(monkeypatch, tmp_path):
+    calls = []
+
+    def counting_train(model, settings, generator):
+        calls.append(1)
+        return _tiny_train(model, settings, generator)
+
+    spec = ck.Spec("test", nn.Linear, {"in_features": 3, "out_features": 1}, counting_train, SETTINGS)
+    monkeypatch.setattr(ck, "specs", lambda: {"tiny": spec})
+    plain, plain_losses = ck.train("tiny", seed=3)
+    kept, kept_losses = ck.train("tiny", seed=3, state_dir=tmp_path)
+    assert (tmp_path / "tiny-seed3.safetensors").exists() and len(calls) == 2
+    again, again_losses = ck.train("tiny", seed=3, state_dir=tmp_path)  # loaded, not trained
+    assert len(calls) == 2 and not again.training
+    assert again_losses == kept_losses == plain_losses and len(again_losses) == SETTINGS["steps"]
+    for p, q in zip(plain.parameters(), again.parameters()):
+        assert torch.equal(p, q)
+    ck.train("tiny", seed=4, state_dir=tmp_path)  # another seed trains and keeps its own file
+    assert len(calls) == 3 and (tmp_path / "tiny-seed4.safetensors").exists()
+    changed = ck.Spec("test", nn.Linear, {"in_features": 3, "out_features": 1}, counting_train,
+                      {**SETTINGS, "lr": 0.1})
+    monkeypatch.setattr(ck, "specs", lambda: {"tiny": changed})
+    stale = r"tiny-seed3\.safetensors was trained for another run \(it differs in: settings\)"
+    with pytest.raises(ValueError, match=stale):
+        ck.train("tiny", seed=3, state_dir=tmp_path)
+    assert len(calls) == 3
+
+
 def test_missing_checkpoint_and_unknown_name(monkeypatch, tmp_path):
     spec = ck.Spec("test", nn.Linear, {"in_features": 3, "out_features": 1}, _tiny_train, SETTINGS)
     monkeypatch.setattr(ck, "specs", lambda: {"tiny": spec})

@@ -49,6 +49,7 @@ In a chapter::
     from nnapprox import checkpoints
     model = checkpoints.load("icl_garg")              # quick: verified, float32, eval mode
     model, curve = checkpoints.train("icl_garg")      # full: retrain with the same settings
+    model, curve = checkpoints.train("icl_garg", seed=1, state_dir="_build/state")  # kept, reused
     curve = checkpoints.curve("icl_garg")             # stored training curve (block means)
 
 Command line (``make checkpoints [NAME=...]``, ``make checkpoints-verify``)::
@@ -219,20 +220,61 @@ def curve(name: str, *, directory: Path | None = None) -> dict[str, Any]:
     return json.loads(path.read_text())
 
 
-def train(name: str, *, seed: int | None = None, device: str | torch.device = "cpu") -> tuple[nn.Module, list[float]]:
+def train(
+    name: str, *, seed: int | None = None, device: str | torch.device = "cpu",
+    state_dir: str | Path | None = None,
+) -> tuple[nn.Module, list[float]]:
     """Train checkpoint ``name`` from scratch with its registered settings (the full profile's code path).
 
     ``seed`` replaces the registered seed (the full profile passes the run's seed).
+    With ``state_dir`` the trained model and its losses are kept there
+    (``NAME-seedS.safetensors``, the model class, configuration, settings and seed in its
+    metadata), and a later call with the same name, seed and settings loads them instead of
+    training again: a full profile that trains several models can be completed over several
+    runs. A file written with anything else is refused, naming what differs; the file does not
+    record the training code, so delete it after changing that code.
     """
     s = spec(name)
     if seed is not None:
         s = Spec(**{**s.__dict__, "seed": seed})
     model = _new_model(s).to(device)
+    record = _jsonable({"model_class": _qualname(model), "config": s.config, "settings": s.settings,
+                        "seed": s.seed})
+    path = None if state_dir is None else Path(state_dir) / f"{name}-seed{s.seed}.safetensors"
+    if path is not None and path.exists():
+        return _load_trained(path, record, model)
     g = torch.Generator(device="cpu").manual_seed(s.seed)
     losses = s.train(model, s.settings, g)
+    if path is not None:
+        _save_trained(path, record, model, losses)
     return model.eval(), losses
 
 
+def _save_trained(path: Path, record: dict[str, Any], model: nn.Module, losses: list[float]) -> None:
+    """Weights and per-step losses to safetensors, ``record`` in the metadata; written atomically."""
+    from safetensors.torch import save_file
+
+    tensors = {f"model.{k}": v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
+    tensors["losses"] = torch.tensor(losses, dtype=torch.float64)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    save_file(tensors, str(tmp), metadata={"record": json.dumps(record)})
+    tmp.replace(path)  # never leave a half-written file behind
+
+
+def _load_trained(path: Path, record: dict[str, Any], model: nn.Module) -> tuple[nn.Module, list[float]]:
+    from safetensors import safe_open
+
+    with safe_open(str(path), framework="pt") as fh:
+        saved = json.loads(fh.metadata()["record"])
+        if saved != record:
+            differ = sorted(key for key in record if saved.get(key) != record[key])
+            raise ValueError(f"{path} was trained for another run (it differs in: {', '.join(differ)}); "
+                             "delete it to train afresh")
+        tensors = {key: fh.get_tensor(key) for key in fh.keys()}
+    device = next(model.parameters()).device
+    model.load_state_dict({k[len("model."):]: v.to(device) for k, v in tensors.items() if k.startswith("model.")})
+    return model.eval(), tensors["losses"].tolist()
 def _block_means(losses: list[float], every: int) -> list[float]:
     out = []
     for i in range(0, len(losses), every):
