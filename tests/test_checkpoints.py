@@ -89,7 +89,7 @@ def test_train_keeps_the_trained_model_in_state_dir_and_reuses_it(monkeypatch, t
     changed = ck.Spec("test", nn.Linear, {"in_features": 3, "out_features": 1}, counting_train,
                       {**SETTINGS, "lr": 0.1})
     monkeypatch.setattr(ck, "specs", lambda: {"tiny": changed})
-    stale = r"tiny-seed3\.safetensors was trained for another run \(it differs in: settings\)"
+    stale = r"tiny-seed3\.safetensors was written for another run \(it differs in: settings\)"
     with pytest.raises(ValueError, match=stale):
         ck.train("tiny", seed=3, state_dir=tmp_path)
     assert len(calls) == 3

@@ -52,6 +52,10 @@ In a chapter::
     model, curve = checkpoints.train("icl_garg", seed=1, state_dir="_build/state")  # kept, reused
     curve = checkpoints.curve("icl_garg")             # stored training curve (block means)
 
+:func:`save_tensors` and :func:`load_tensors` are the file format of such kept runs (and of
+the universal chapter's resumable training state): safetensors with the run's settings as JSON
+in the metadata, refused when read back for other settings.
+
 Command line (``make checkpoints [NAME=...]``, ``make checkpoints-verify``)::
 
     python -m nnapprox.checkpoints build [--name NAME] [--threads 1]
@@ -251,30 +255,49 @@ def train(
 
 
 def _save_trained(path: Path, record: dict[str, Any], model: nn.Module, losses: list[float]) -> None:
-    """Weights and per-step losses to safetensors, ``record`` in the metadata; written atomically."""
-    from safetensors.torch import save_file
-
     tensors = {f"model.{k}": v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
-    tensors["losses"] = torch.tensor(losses, dtype=torch.float64)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    save_file(tensors, str(tmp), metadata={"record": json.dumps(record)})
-    tmp.replace(path)  # never leave a half-written file behind
+    save_tensors(path, {**tensors, "losses": torch.tensor(losses, dtype=torch.float64)}, record)
 
 
 def _load_trained(path: Path, record: dict[str, Any], model: nn.Module) -> tuple[nn.Module, list[float]]:
-    from safetensors import safe_open
-
-    with safe_open(str(path), framework="pt") as fh:
-        saved = json.loads(fh.metadata()["record"])
-        if saved != record:
-            differ = sorted(key for key in record if saved.get(key) != record[key])
-            raise ValueError(f"{path} was trained for another run (it differs in: {', '.join(differ)}); "
-                             "delete it to train afresh")
-        tensors = {key: fh.get_tensor(key) for key in fh.keys()}
+    tensors = load_tensors(path, record)
     device = next(model.parameters()).device
     model.load_state_dict({k[len("model."):]: v.to(device) for k, v in tensors.items() if k.startswith("model.")})
     return model.eval(), tensors["losses"].tolist()
+
+
+def save_tensors(path: str | Path, tensors: dict[str, torch.Tensor], record: dict[str, Any]) -> None:
+    """``tensors`` to safetensors at ``path`` (no pickles), ``record`` (JSON) in its metadata.
+
+    Written to a temporary file first and renamed, so an interrupted write never leaves a
+    half-written file behind. :func:`load_tensors` reads it back for the same ``record`` only.
+    """
+    from safetensors.torch import save_file
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    save_file(tensors, str(tmp), metadata={"record": json.dumps(record)})
+    tmp.replace(path)
+
+
+def load_tensors(path: str | Path, record: dict[str, Any]) -> dict[str, torch.Tensor]:
+    """The tensors :func:`save_tensors` wrote at ``path`` for ``record``; any other record is refused.
+
+    The error names the keys of the record that differ (for a training run, its settings).
+    """
+    from safetensors import safe_open
+
+    with safe_open(str(path), framework="pt") as fh:
+        meta = fh.metadata() or {}
+        saved = json.loads(meta["record"]) if "record" in meta else {}
+        if saved != record:
+            differ = sorted(k for k in set(record) | set(saved) if saved.get(k) != record.get(k))
+            raise ValueError(f"{path} was written for another run (it differs in: {', '.join(differ)}); "
+                             "delete it to start afresh")
+        return {key: fh.get_tensor(key) for key in fh.keys()}
+
+
 def _block_means(losses: list[float], every: int) -> list[float]:
     out = []
     for i in range(0, len(losses), every):

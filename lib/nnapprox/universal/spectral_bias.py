@@ -21,7 +21,6 @@ Many phase draws :math:`\varphi` train at once as one ensemble (``torch.func.vma
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
@@ -29,6 +28,7 @@ import torch
 from jaxtyping import Float, Shaped
 from torch import Tensor
 
+from ..checkpoints import load_tensors, save_tensors
 from ..progress import progress
 from .mlp import Params, init_relu_mlp, relu_mlp_ensemble
 from nnapprox import rng
@@ -83,8 +83,6 @@ def spearman(a: Float[Tensor, " M"], b: Float[Tensor, " M"]) -> float:
 
 def _save_state(path, settings: dict, t: int, params: dict, opt, steps, amps, losses) -> None:
     """Weights, Adam's moments and the record after ``t`` steps, to safetensors (no pickles)."""
-    from safetensors.torch import save_file
-
     tensors = {f"param.{name}": p.detach().cpu().contiguous() for name, p in params.items()}
     for name, p in params.items():
         st = opt.state.get(p, {})
@@ -95,24 +93,12 @@ def _save_state(path, settings: dict, t: int, params: dict, opt, steps, amps, lo
         tensors["record.steps"] = torch.tensor(steps)
         tensors["record.amps"] = torch.stack(amps).cpu().contiguous()
         tensors["record.losses"] = torch.stack(losses).cpu().contiguous()
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(str(path) + ".tmp")
-    save_file(tensors, str(tmp), metadata={"settings": json.dumps(settings), "step": str(t)})
-    tmp.replace(path)  # never leave a half-written state behind
+    save_tensors(path, {**tensors, "step": torch.tensor(t)}, settings)
 
 
 def _load_state(path, settings: dict, params: dict, opt, dev) -> tuple[int, list, list, list]:
     """Restore what :func:`_save_state` wrote; refuse a state written with other settings."""
-    from safetensors import safe_open
-
-    with safe_open(str(path), framework="pt") as fh:
-        meta = fh.metadata()
-        saved = json.loads(meta["settings"])
-        if saved != settings:
-            differ = sorted(key for key in settings if saved.get(key) != settings[key])
-            raise ValueError(f"{path} was written with other settings ({', '.join(differ)});"
-                             " delete it to start this run afresh")
-        tensors = {key: fh.get_tensor(key) for key in fh.keys()}
+    tensors = load_tensors(path, settings)
     with torch.no_grad():
         for name, p in params.items():
             p.copy_(tensors[f"param.{name}"].to(dev))
@@ -128,7 +114,7 @@ def _load_state(path, settings: dict, params: dict, opt, dev) -> tuple[int, list
         steps = tensors["record.steps"].tolist()
         amps = list(tensors["record.amps"].to(dev).unbind(0))
         losses = list(tensors["record.losses"].to(dev).unbind(0))
-    return int(meta["step"]), steps, amps, losses
+    return int(tensors["step"]), steps, amps, losses
 
 
 def train_spectral_ensemble(
