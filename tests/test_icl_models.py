@@ -42,6 +42,24 @@ def test_ridge_is_posterior_mean_and_best_eta_is_optimal():
     assert loss(eta) <= min(loss(0.9 * eta), loss(1.1 * eta))
 
 
+def test_gpt_starts_with_gpt2_initialisation():
+    torch.manual_seed(0)
+    m = icl.GPT(icl.GPTConfig(d=3, n_layer=4, n_embd=128, n_head=4, n_positions=64)).requires_grad_(False)
+    residual = {id(p) for b in m.blocks for p in (b.W_O.weight, b.mlp[2].weight)}
+    for b in m.blocks:
+        for lin in (b.W_QKV, b.W_O, b.mlp[0], b.mlp[2]):
+            assert torch.equal(lin.bias, torch.zeros_like(lin.bias))
+            std = 0.02 / math.sqrt(2 * 4) if id(lin.weight) in residual else 0.02
+            assert abs(float(lin.weight.std()) / std - 1) < 0.05  # >= 16,384 draws: s.e. of std/std < 0.6 %
+        assert torch.equal(b.ln_1.weight, torch.ones(128)) and torch.equal(b.ln_2.bias, torch.zeros(128))
+    assert abs(float(m.wpe.weight.std()) / 0.02 - 1) < 0.05
+    bound = 1 / math.sqrt(4)  # the read-in keeps nn.Linear's default: U(-1/sqrt(fan_in), 1/sqrt(fan_in))
+    assert float(m.read_in.weight.abs().max()) <= bound and float(m.read_in.weight.std()) > 0.5 * bound
+    torch.manual_seed(0)
+    again = icl.GPT(icl.GPTConfig(d=3, n_layer=4, n_embd=128, n_head=4, n_positions=64))
+    assert all(torch.equal(a, b) for a, b in zip(m.state_dict().values(), again.state_dict().values()))
+
+
 def test_gpt_sdpa_matches_reference_and_is_causal():
     torch.manual_seed(0)
     m = icl.GPT(icl.GPTConfig(d=3, n_layer=2, n_embd=16, n_head=2, n_positions=20)).double()

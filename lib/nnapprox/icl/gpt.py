@@ -16,6 +16,9 @@ and reads a scalar out at every :math:`x`-token: the prediction of :math:`y_i` f
 averaged over all prefixes,
 :math:`\frac1N \sum_{i=1}^N (\mathrm{TF}_\theta(x_{1:i}, y_{1:i-1}) - y_i)^2`.
 
+The weights start as GPT-2's (:func:`gpt2_init_`), the initialisation of the Hugging Face
+``GPT2Model`` that Garg et al. train.
+
 The fast path uses :func:`torch.nn.functional.scaled_dot_product_attention`;
 :func:`causal_attention_reference` is the same computation written out, for the tests.
 :meth:`GPT.predict` computes only what the read-out needs, the same numbers as the full
@@ -155,6 +158,7 @@ class GPT(nn.Module):
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layer))
         self.ln_f = nn.LayerNorm(cfg.n_embd)
         self.read_out = nn.Linear(cfg.n_embd, 1)
+        gpt2_init_(self)
 
     def forward(
         self, tokens: Float[Tensor, "batch T d_plus_1"], fast: bool = True, stride: int = 1
@@ -179,6 +183,30 @@ class GPT(nn.Module):
         changes), and the last block runs its queries and MLP at the :math:`x`-tokens only.
         """
         return self(interleave(X, y)[:, :-1], fast, stride=2)  # 2N - 1 tokens in, N outputs
+
+
+def gpt2_init_(model: GPT, std: float = 0.02) -> None:
+    r"""GPT-2's initialisation of the blocks and positions, in place (``radford2019language``).
+
+    Every weight of the blocks and every position embedding is drawn from
+    :math:`\mathcal N(0, \mathrm{std}^2)` and every bias of the blocks is 0, except that the two
+    projections that write into the residual stream, :math:`W_O` and the MLP's second layer,
+    have standard deviation :math:`\mathrm{std}/\sqrt{2L}` for :math:`L` blocks (GPT-2 scales
+    the residual layers by :math:`1/\sqrt{\text{their number}}`; ``std = 0.02`` is the default of
+    Hugging Face's ``GPT2Model``). LayerNorms start at the identity and the read-in and read-out
+    keep :class:`torch.nn.Linear`'s default, as in Garg et al.'s model, whose read-in and read-out
+    sit outside the ``GPT2Model``. The draws come from torch's global generator, seeded before the
+    model is built.
+    """
+    L = len(model.blocks)
+    with torch.no_grad():
+        nn.init.normal_(model.wpe.weight, std=std)
+        for block in model.blocks:
+            for linear in (block.W_QKV, block.W_O, block.mlp[0], block.mlp[2]):
+                nn.init.normal_(linear.weight, std=std)
+                nn.init.zeros_(linear.bias)
+            for linear in (block.W_O, block.mlp[2]):  # the residual projections
+                nn.init.normal_(linear.weight, std=std / math.sqrt(2 * L))
 
 
 def adam(parameters, lr: float) -> torch.optim.Adam:
