@@ -191,11 +191,12 @@ def gpt2_init_(model: GPT, std: float = 0.02) -> None:
     Every weight of the blocks and every position embedding is drawn from
     :math:`\mathcal N(0, \mathrm{std}^2)` and every bias of the blocks is 0, except that the two
     projections that write into the residual stream, :math:`W_O` and the MLP's second layer,
-    have standard deviation :math:`\mathrm{std}/\sqrt{2L}` for :math:`L` blocks (GPT-2 scales
-    the residual layers by :math:`1/\sqrt{\text{their number}}`; ``std = 0.02`` is the default of
-    Hugging Face's ``GPT2Model``). LayerNorms start at the identity and the read-in and read-out
-    keep :class:`torch.nn.Linear`'s default, as in Garg et al.'s model, whose read-in and read-out
-    sit outside the ``GPT2Model``. The draws come from torch's global generator, seeded before the
+    have standard deviation :math:`\mathrm{std}/\sqrt{2L}` for :math:`L` blocks. Radford et al.
+    scale the weights of the residual layers by :math:`1/\sqrt{N}`, :math:`N` the number of
+    residual layers; Hugging Face's ``GPT2Model``, which Garg et al. train, counts two per block
+    and draws the rest with ``std = 0.02`` (its default). LayerNorms start at the identity; the
+    read-in and read-out keep :class:`torch.nn.Linear`'s default, as in Garg et al.'s model, whose
+    read-in and read-out sit outside the ``GPT2Model``. The draws come from torch's global generator, seeded before the
     model is built.
     """
     L = len(model.blocks)
