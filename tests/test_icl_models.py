@@ -45,11 +45,11 @@ def test_ridge_is_posterior_mean_and_best_eta_is_optimal():
 def test_gpt_starts_with_gpt2_initialisation():
     torch.manual_seed(0)
     m = icl.GPT(icl.GPTConfig(d=3, n_layer=4, n_embd=128, n_head=4, n_positions=64)).requires_grad_(False)
-    residual = {id(p) for b in m.blocks for p in (b.W_O.weight, b.mlp[2].weight)}
+    residual_std = 0.02 / math.sqrt(2 * 4)
     for b in m.blocks:
-        for lin in (b.W_QKV, b.W_O, b.mlp[0], b.mlp[2]):
+        pairs = ((b.W_QKV, 0.02), (b.W_O, residual_std), (b.mlp[0], 0.02), (b.mlp[2], residual_std))
+        for lin, std in pairs:
             assert torch.equal(lin.bias, torch.zeros_like(lin.bias))
-            std = 0.02 / math.sqrt(2 * 4) if id(lin.weight) in residual else 0.02
             assert abs(float(lin.weight.std()) / std - 1) < 0.05  # >= 16,384 draws: s.e. of std/std < 0.6 %
         assert torch.equal(b.ln_1.weight, torch.ones(128)) and torch.equal(b.ln_2.bias, torch.zeros(128))
     assert abs(float(m.wpe.weight.std()) / 0.02 - 1) < 0.05

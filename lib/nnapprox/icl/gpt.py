@@ -196,8 +196,9 @@ def gpt2_init_(model: GPT, std: float = 0.02) -> None:
     residual layers; Hugging Face's ``GPT2Model``, which Garg et al. train, counts two per block
     and draws the rest with ``std = 0.02`` (its default). LayerNorms start at the identity; the
     read-in and read-out keep :class:`torch.nn.Linear`'s default, as in Garg et al.'s model, whose
-    read-in and read-out sit outside the ``GPT2Model``. The draws come from torch's global generator, seeded before the
-    model is built.
+    read-in and read-out sit outside the ``GPT2Model``. The draws come from torch's global
+    generator, seeded before the model is built. Like Hugging Face's, the residual projections
+    are drawn twice (first with ``std``); the second draw is the one kept.
     """
     L = len(model.blocks)
     with torch.no_grad():
