@@ -24,7 +24,7 @@ export MPLBACKEND := module://matplotlib_inline.backend_inline
 export PYDEVD_DISABLE_FILE_VALIDATION := 1
 
 .PHONY: help setup browser book test unit chapters chapter seeds checkpoints checkpoints-verify \
-	notebooks assignments clean distclean
+	notebooks assignments prose clean distclean
 
 help:
 	@echo "make book          set up, execute every chapter, build the HTML book (_build/html)"
@@ -36,6 +36,7 @@ help:
 	@echo "make unit          library unit tests only"
 	@echo "make notebooks     export every chapter to .ipynb under _build/notebooks"
 	@echo "make assignments   build the otter-grader assignments under _build/assignments"
+	@echo "make prose         words of main-text prose per chapter -> _build/reports/prose.md"
 	@echo "make clean         remove _build (keeps the virtual environment)"
 
 setup: $(STAMP)
@@ -84,6 +85,10 @@ notebooks: setup
 
 assignments: setup
 	$(PY) -m nnapprox.assignments build
+
+# main-text words and the share about checking, per chapter (budget: 5,000 and 5 %; reports only)
+prose: setup
+	$(PY) tests/prose.py
 
 clean:
 	rm -rf _build
