@@ -119,4 +119,4 @@ def test_bad_inputs_raise():
 
 def test_depth_comparison_claim_can_fail():
     claims = Claims()
-    assert not claims.check("3-layer / best 2-layer test MSE", value=1.2, op="<", threshold=1.0, kind="empirical", basis="convention", source="test")
+    assert not claims.check("3-layer / best 2-layer test MSE", value=1.2, op="<", threshold=1.0, kind="empirical", basis="convention", source="test", foil=("a 2-layer network", 1.5))

@@ -93,7 +93,7 @@ def test_spearman_claim_can_fail():
     reversed_order = ua.spearman(k, k.flip(0))
     assert not claims.check("deliberately wrong: reversed learning times", value=reversed_order, op=">=",
                             threshold=0.8, kind="empirical", basis="convention",
-                            source="test")
+                            source="test", foil=("a random order", 0.0))
 
 
 def test_ensemble_training_equals_member_training():

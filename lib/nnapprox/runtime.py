@@ -215,7 +215,7 @@ def setup(
         device=resolved_device,
         seed=seed,
         settings=settings,
-        claims=Claims(),
+        claims=Claims(chapter),
         changed=changed,
     )
 
