@@ -32,6 +32,7 @@ help:
 	@echo "make chapter NAME=intro PROFILE=quick DEVICE=cpu SEED=0   run one chapter with papermill"
 	@echo "make chapters      run every chapter with papermill (PROFILE, DEVICE, SEED as above)"
 	@echo "make seeds         every chapter, quick profile, on SEEDS=\"0 1 ... 9\" (NAME= for one chapter)"
+	@echo "make seeds SEEDS=validation   each chapter once on its next fresh seed block (book/claims.lock)"
 	@echo "make checkpoints   retrain the committed model checkpoints (NAME= for one); checkpoints-verify"
 	@echo "make unit          library unit tests only"
 	@echo "make notebooks     export every chapter to .ipynb under _build/notebooks"

@@ -32,6 +32,7 @@ import time
 from pathlib import Path
 
 import harness
+import lock as claims_lock
 
 SWEEP = harness.BUILD / "seeds"
 DEFAULT_SEEDS = tuple(range(10))
@@ -223,9 +224,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("names", nargs="*", help="chapter stems (default: every notebook in _toc.yml)")
     parser.add_argument("--seeds", default=" ".join(map(str, DEFAULT_SEEDS)),
-                        help='seeds, separated by spaces or commas (default "0 1 ... 9")')
+                        help='seeds, separated by spaces or commas (default "0 1 ... 9"), or '
+                             '"validation": the next fresh block of each chapter, once per locked revision')
     parser.add_argument("--force", action="store_true", help="re-run even where a valid run is stored")
     args = parser.parse_args(argv)
+    if args.seeds.strip() == "validation":
+        if args.force:
+            parser.error("--force does not apply to validation seeds: each revision runs once")
+        paths = [harness.find_chapter(n) for n in args.names] if args.names else harness.toc_notebooks()
+        return validate(paths)
     try:
         seeds = [int(s) for s in args.seeds.replace(",", " ").split()]
     except ValueError:
@@ -253,6 +260,48 @@ def main(argv: list[str] | None = None) -> int:
               for stem, ch in summary["chapters"].items() if ch["seeds_ok"] != ch["seeds"]]
     if failed:
         print("chapters with a failing seed: " + "; ".join(failed))
+    return 1 if failed else 0
+
+
+def validate(paths: list[Path]) -> int:
+    """Run each chapter once on its next fresh seed block and record the outcome in the lock.
+
+    A chapter whose locked revision was validated already is not rerun (its outcome is
+    printed); a chapter whose runs record claims that differ from the lock stops the block
+    (freeze the design first). Returns 1 if any chapter failed its block.
+    """
+    lock = claims_lock.load()
+    claims_lock.check_history(lock)
+    failed = []
+    for path in paths:
+        chapter = path.stem
+        if chapter not in lock["chapters"]:
+            raise SystemExit(f"{chapter}: not in the lock; freeze its design first (tests/lock.py write)")
+        done = claims_lock.validated(lock, chapter)
+        if done is not None:
+            print(f"{chapter:<12} revision {done['revision']} was validated on seeds {done['seeds'][0]}-"
+                  f"{done['seeds'][-1]} ({done['date']}): "
+                  f"{'held on every seed' if done['held_on_every_seed'] else 'FAILED'}; not rerun")
+            failed += [] if done["held_on_every_seed"] else [chapter]
+            continue
+        block = claims_lock.next_block(lock, chapter)
+        runs = []
+        for seed in block:
+            r = run_one(path, seed)
+            diff = claims_lock.differences(lock["chapters"][chapter], r) if r["claims"] else []
+            if diff:
+                raise SystemExit(f"{chapter} seed {seed}: the claims differ from the lock, so this is not "
+                                 f"the locked design; nothing recorded:\n  " + "\n  ".join(diff[:10]))
+            n_ok = sum(bool(c.get("passed")) for c in r["claims"])
+            print(f"{chapter:<12} seed {seed:<3} {r['wall_seconds']:7.1f} s   claims {n_ok}/{len(r['claims'])}"
+                  f"   {'ok' if r['ok'] else 'FAILED: ' + r['error'].splitlines()[0][:150]}", flush=True)
+            runs.append(r)
+        event = claims_lock.record_validation(lock, chapter, block, runs)
+        claims_lock.save(lock)
+        print(f"{chapter}: validation block {block[0]}-{block[-1]} "
+              f"{'held on every seed' if event['held_on_every_seed'] else 'FAILED: ' + '; '.join(event['failures'])}"
+              f" (recorded in {claims_lock.LOCK.name})")
+        failed += [] if event["held_on_every_seed"] else [chapter]
     return 1 if failed else 0
 
 

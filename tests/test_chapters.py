@@ -19,6 +19,7 @@ import time
 import pytest
 
 import harness
+import lock
 
 SEED = int(os.environ.get("NNAPPROX_TEST_SEED", "0"))
 CHAPTERS = harness.toc_notebooks()
@@ -36,6 +37,8 @@ def test_chapter(path):
     assert result.ok, f"{path.name}: {result.error}"
     assert result.claims_total > 0 and result.claims_passed == result.claims_total
     assert result.figures > 0, f"{path.name}: the executed chapter contains no figure"
+    record = json.loads((harness.CLAIMS / f"{path.stem}.json").read_text())
+    lock.assert_matches(path.stem, record)  # the claims are the frozen design of book/claims.lock
 
 
 def test_toc_lists_the_introduction_and_chapters():

@@ -1,0 +1,92 @@
+"""The claims lock (book/claims.lock): frozen designs, their history, validation blocks."""
+
+import copy
+
+import pytest
+
+import harness
+import lock
+
+
+def _record(seed=0, threshold=1.0, foil="least squares", op="<", name="a", se=None):
+    claim = {"name": name, "value": 0.5, "op": op, "threshold": threshold, "source": "eq. 3",
+             "passed": True, "kind": "empirical", "basis": "derived", "foil": foil, "foil_value": 2.0}
+    if se is not None:
+        claim.update(basis="statistical", se=se, k=4.0)
+    guard = {"name": "g", "value": 0.0, "op": "<=", "threshold": 1e-12, "source": "identity",
+             "passed": True, "kind": "guard"}
+    return {"chapter": "demo", "profile": "quick", "seed": seed, "claims": [claim, guard]}
+
+
+def test_a_run_that_matches_its_lock_passes():
+    entry = lock.chapter_entry([_record(0), _record(1)], "third edition")
+    lock.assert_matches("demo", _record(2), {"chapters": {"demo": entry}})
+
+
+@pytest.mark.parametrize("change, message", [
+    (dict(threshold=1.5), "threshold is 1.5 in this run, 1.0 in the lock"),
+    (dict(foil="a fixed ridge"), "foil is 'a fixed ridge' in this run, 'least squares' in the lock"),
+    (dict(op="<="), "op is '<=' in this run"),
+    (dict(name="b"), "not in the lock: 'b'"),
+])
+def test_a_lock_mismatch_fails(change, message):
+    entry = lock.chapter_entry([_record(0)], "third edition")
+    with pytest.raises(lock.LockError, match=message):
+        lock.assert_matches("demo", _record(**change), {"chapters": {"demo": entry}})
+
+
+def test_thresholds_computed_by_the_run_are_locked_as_formulas():
+    varying = lock.chapter_entry([_record(0, threshold=1.0), _record(1, threshold=1.2)], "x")
+    assert varying["claims"][0]["threshold"] == "from the run: eq. 3"
+    statistical = lock.chapter_entry([_record(0, se=0.1)], "x")
+    assert statistical["claims"][0]["threshold"].startswith("from the run")
+    lock.assert_matches("demo", _record(5, threshold=7.0), {"chapters": {"demo": varying}})
+    with pytest.raises(lock.LockError, match="different claim names"):
+        lock.chapter_entry([_record(0), _record(1, name="a at seed 1")], "x")
+
+
+def test_other_profiles_and_unlocked_chapters():
+    full = dict(_record(), profile="full")
+    lock.assert_matches("demo", full, {"chapters": {}})  # the lock freezes the quick profile only
+    with pytest.raises(lock.LockError, match="not in claims.lock"):
+        lock.assert_matches("demo", _record(), {"chapters": {}})
+
+
+def test_every_change_needs_a_history_entry():
+    chapters = {"demo": lock.chapter_entry([_record()], "x")}
+    data = {"chapters": chapters, "validation": [], "history": [
+        {"date": "2026-11-28", "chapters": ["demo"], "reason": "first design", "after_failed_run": False,
+         "digest": lock.digest(chapters)}]}
+    lock.check_history(data)
+    edited = copy.deepcopy(data)
+    edited["chapters"]["demo"]["claims"][0]["threshold"] = 2.0  # an edit by hand
+    with pytest.raises(lock.LockError, match="changed without a history entry"):
+        lock.check_history(edited)
+    with pytest.raises(lock.LockError, match="no history entry"):
+        lock.check_history(dict(data, history=[]))
+
+
+def test_validation_blocks_are_fresh_and_run_once_per_revision():
+    chapters = {"demo": lock.chapter_entry([_record()], "x")}
+    data = {"chapters": chapters, "history": [], "validation": []}
+    assert lock.next_block(data, "demo") == list(range(10, 20))
+    assert lock.validated(data, "demo") is None
+    runs = [dict(_record(s), ok=True, error="") for s in range(10, 20)]
+    runs[3]["claims"][0]["passed"] = False
+    event = lock.record_validation(data, "demo", list(range(10, 20)), runs)
+    assert not event["held_on_every_seed"] and event["failures"] == ["a (seed 13)"]
+    assert lock.validated(data, "demo") is event  # this revision is done: it is not rerun
+    assert lock.next_block(data, "demo") == list(range(20, 30))
+    data["chapters"]["demo"]["claims"][0]["threshold"] = 0.9  # a redesign is a new revision
+    assert lock.validated(data, "demo") is None
+
+
+def test_the_book_lock_covers_every_chapter_and_records_its_history():
+    data = lock.load()
+    lock.check_history(data)
+    stems = [p.stem for p in harness.toc_notebooks()]
+    assert sorted(data["chapters"]) == sorted(stems)
+    for entry in data["chapters"].values():
+        assert entry["claims"], "a locked chapter has claims"
+    for event in data["validation"]:
+        assert min(event["seeds"]) >= 10, "validation seeds are disjoint from the design seeds 0-9"
