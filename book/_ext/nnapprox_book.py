@@ -20,10 +20,12 @@ It does four things Jupyter Book 1 does not do by itself:
 from __future__ import annotations
 
 import hashlib
+import itertools
 import html
 import json
 import os
 import shutil
+import sys
 import time
 from pathlib import Path
 
@@ -176,16 +178,39 @@ def _on_build_finished(app: Sphinx, exception) -> None:
 
 # --------------------------------------------------------------------------- 3. status page
 class status_placeholder(nodes.General, nodes.Element):
-    pass
+    """Filled when the page is written: ``part`` is "seeds", "prose" or a chapter stem."""
 
 
 class StatusDirective(SphinxDirective):
-    """``{nnapprox-status}``: replaced by the claims table when the page is written."""
+    """``{nnapprox-status}``: one section per chapter in reading order, plus the seed sweep
+    and the prose budget. The headings exist when the page is read (so they are real
+    ``<h2>`` sections in the page's table of contents); their content is filled in when the
+    page is written, after every chapter has executed."""
 
     has_content = False
 
+    def _section(self, key: str, title: str, part: str) -> nodes.section:
+        section = nodes.section(ids=[f"status-{key}"], names=[f"status-{key}"])
+        section += nodes.title(text=title)
+        section += status_placeholder(part=part)
+        return section
+
     def run(self):
-        return [status_placeholder()]
+        sections = []
+        for path in toc_notebook_paths():
+            sections.append(self._section(path.stem, f"{chapter_title(path)} ({path.stem})",
+                                          path.stem))
+        sections.append(self._section("seeds", "Seed sweep", "seeds"))
+        sections.append(self._section("prose", "Prose budget", "prose"))
+        return sections
+
+
+def chapter_title(path: Path) -> str:
+    """The first level-1 heading of a chapter's source."""
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.startswith("# "):
+            return line[2:].strip()
+    return path.stem
 
 
 def _toc_order() -> list[str]:
@@ -193,46 +218,93 @@ def _toc_order() -> list[str]:
     return [p.stem for p in toc_notebook_paths()]
 
 
-def _status_table() -> nodes.Node:
-    from nnapprox.claims import claims_html, summary
-
-    order = _toc_order()
-    records = []
+def _claims_records() -> dict[str, dict]:
+    records = {}
     for path in CLAIMS.glob("*.json"):
         try:
-            records.append(json.loads(path.read_text()))
+            record = json.loads(path.read_text())
         except json.JSONDecodeError:
             continue
-    records.sort(key=lambda r: order.index(r["chapter"]) if r["chapter"] in order else len(order))
-    harness = {}
-    if (REPORTS / "chapters.json").exists():
-        harness = {r["chapter"]: r for r in json.loads((REPORTS / "chapters.json").read_text())}
-    if not records:
-        return nodes.paragraph(text="No chapter has been executed yet: run `make book` or `make test`.")
-    parts = [_seeds_html(order)]
-    for rec in records:
-        claims = rec.get("claims", [])
-        test = harness.get(rec["chapter"])
-        test_line = (
-            f"; test harness: {test['wall_seconds']:.1f} s wall on {test['profile']}/{test['device']}, "
-            f"{'passed' if test['ok'] else 'FAILED'}" if test else ""
+        records[record.get("chapter", path.stem)] = record
+    return records
+
+
+def _chapter_status_html(stem: str, record: dict | None, test: dict | None) -> str:
+    """One chapter: the run's line, and its claims table collapsed under a one-line summary.
+
+    The table is whatever ``nnapprox.claims.claims_html`` returns, wrapped, not parsed."""
+    from nnapprox.claims import claims_html, summary
+
+    if record is None:
+        return ("<p>No claims record: this chapter has not run on this machine "
+                f"(<code>make chapter NAME={html.escape(stem)}</code>).</p>")
+    claims = record.get("claims", [])
+    test_line = (
+        f"; test harness: {test['wall_seconds']:.1f} s wall on "
+        f"{test['profile']}/{test['device']}, {'passed' if test['ok'] else 'FAILED'}"
+        if test else ""
+    )
+    failing = any(not c.get("passed") for c in claims)
+    return (
+        f"<p>Profile <b>{html.escape(str(record.get('profile', '?')))}</b>, "
+        f"device <b>{html.escape(str(record.get('device', '?')))}</b>, "
+        f"seed {html.escape(str(record.get('seed', '?')))}, "
+        f"{float(record.get('seconds', 0)):.1f} s of execution "
+        f"(finished {html.escape(str(record.get('finished', '?')))})"
+        f"{html.escape(test_line)}.</p>"
+        f'<details class="nnapprox-status-claims"{" open" if failing else ""}>'
+        f"<summary>Claims: {html.escape(summary(claims))}</summary>"
+        f'<div class="nnapprox-scroll">{claims_html(claims)}</div></details>'
+    )
+
+
+def _status_part(part: str) -> nodes.Node:
+    if part == "seeds":
+        html_text = _seeds_html(_toc_order())
+    elif part == "prose":
+        html_text = _prose_html()
+    else:
+        harness = {}
+        if (REPORTS / "chapters.json").exists():
+            rows = json.loads((REPORTS / "chapters.json").read_text())
+            harness = {r["chapter"]: r for r in rows}
+        html_text = _chapter_status_html(part, _claims_records().get(part), harness.get(part))
+    return nodes.raw("", html_text, format="html")
+
+
+def _prose_html() -> str:
+    """The prose meter's table (``make prose``), or a sentence saying how to produce it."""
+    path = REPORTS / "prose.json"
+    if not path.exists():
+        return ("<p>No prose report in this build: <code>make prose</code> counts each "
+                "chapter's main-text words and the share of them about checking.</p>")
+    data = json.loads(path.read_text())
+    budget = data.get("budget", {})
+    words, share = budget.get("words", 5000), budget.get("checking_share", 0.05)
+    rows = []
+    for c in data.get("chapters", []):
+        over = "; ".join(c.get("over_budget", [])) or "within"
+        cls = "nnapprox-fail" if c.get("over_budget") else "nnapprox-pass"
+        rows.append(
+            f"<tr><td>{html.escape(c['chapter'])}</td><td>{c['words']:,}</td>"
+            f"<td>{c['checking_share']:.1%}</td><td>{c.get('unglued_decimals', '')}</td>"
+            f'<td class="{cls}">{html.escape(over)}</td></tr>'
         )
-        parts.append(
-            f"<h2>{html.escape(rec['chapter'])}: {html.escape(summary(claims))}</h2>"
-            f"<p>profile <b>{html.escape(rec['profile'])}</b>, "
-            f"device <b>{html.escape(rec['device'])}</b>, seed {rec['seed']}, "
-            f"{rec['seconds']:.1f} s of execution "
-            f"(finished {html.escape(str(rec.get('finished', '?')))}){html.escape(test_line)}.</p>"
-        )
-        parts.append(claims_html(claims).replace('class="nnapprox-claims"', 'class="table nnapprox-status"'))
-    return nodes.raw("", "\n".join(parts), format="html")
+    return (
+        f"<p>Main-text words per chapter (budget {words:,}) and the share of them in sentences "
+        f"about checking (budget {share:.0%}), written {html.escape(data.get('written', '?'))} "
+        "by <code>make prose</code>; the rules are in <code>tests/prose.py</code>.</p>"
+        '<div class="nnapprox-scroll"><table class="table nnapprox-status"><thead><tr>'
+        "<th>chapter</th><th>words</th><th>checking share</th><th>unglued decimals</th>"
+        f"<th>budget</th></tr></thead><tbody>{''.join(rows)}</tbody></table></div>"
+    )
 
 
 def _seeds_html(order: list[str]) -> str:
     """The seed sweep's table (``make seeds``), or a sentence saying how to produce it."""
     path = REPORTS / "seeds.json"
     if not path.exists():
-        return ("<h2>Seed sweep</h2><p>No seed sweep on this machine yet: <code>make seeds</code> runs "
+        return ("<p>No seed sweep on this machine yet: <code>make seeds</code> runs "
                 "every chapter at the quick profile on seeds 0&#8211;9.</p>")
     sweep = json.loads(path.read_text())
     rows, details = [], []
@@ -245,16 +317,17 @@ def _seeds_html(order: list[str]) -> str:
                     f"<td>{ch['wall_seconds_max']:.0f}</td></tr>")
         shaky = [c for c in ch["claims"] if c["passed"] < c["runs"]]
         for c in shaky:
-            details.append(f"<li>{html.escape(stem)}: {html.escape(c['name'])} held on {c['passed']}/{c['runs']} "
-                           f"seeds (failed on {', '.join(map(str, c['failed_seeds']))})</li>")
+            details.append(f"<li>{html.escape(stem)}: {html.escape(c['name'])} held on "
+                           f"{c['passed']}/{c['runs']} seeds (failed on "
+                           f"{', '.join(map(str, c['failed_seeds']))})</li>")
     fails = f"<p>Claims that failed on some seed:</p><ul>{''.join(details)}</ul>" if details else (
         "<p>Every claim held on every seed of the sweep.</p>")
     return (
-        f"<h2>Seed sweep</h2><p>Quick profile on the CPU, written {html.escape(sweep.get('written', '?'))}; "
+        f"<p>Quick profile on the CPU, written {html.escape(sweep.get('written', '?'))}; "
         "per claim pass rates and worst margins are in <code>_build/reports/seeds.md</code>.</p>"
-        '<table class="table nnapprox-status"><thead><tr><th>chapter</th><th>seeds</th>'
-        "<th>all claims hold on</th><th>slowest run (s)</th></tr></thead>"
-        f"<tbody>{''.join(rows)}</tbody></table>{fails}"
+        '<div class="nnapprox-scroll"><table class="table nnapprox-status"><thead><tr>'
+        "<th>chapter</th><th>seeds</th><th>all claims hold on</th><th>slowest run (s)</th>"
+        f"</tr></thead><tbody>{''.join(rows)}</tbody></table></div>{fails}"
     )
 
 
@@ -267,13 +340,143 @@ def _fmt(x) -> str:
 
 
 def _on_doctree_resolved(app: Sphinx, doctree, docname: str) -> None:
-    for node in doctree.findall(status_placeholder):
-        node.replace_self(_status_table())
+    for node in list(doctree.findall(status_placeholder)):
+        node.replace_self(_status_part(node["part"]))
+    for node in list(doctree.findall(graph_placeholder)):
+        node.replace_self(nodes.raw("", chapter_graph_svg(docname), format="html"))
 
 
 def _on_env_get_outdated(app, env, added, changed, removed):
     # the status page reflects the latest run: re-read and re-write it on every build
     return [d for d in env.found_docs if d.endswith("status")] if env.found_docs else []
+
+
+# --------------------------------------------------------------------------- 5. chapter graph
+# Which chapter builds on which (hand-written; the nodes and their order come from _toc.yml).
+# An edge (a, b) means: read a before b.
+CHAPTER_EDGES = [
+    ("intro", "universal"), ("intro", "icl"), ("intro", "diffusion"),
+    ("universal", "depth"), ("universal", "scaling"), ("depth", "failures"), ("icl", "sequential"), ("scaling", "sequential"),
+]
+CHAPTER_LABELS = {
+    "intro": "Introduction", "universal": "Universality", "depth": "Depth",
+    "icl": "In-context learning", "diffusion": "Diffusion as VI",
+    "sequential": "Sequential decisions", "scaling": "Scaling laws", "failures": "When GD fails",
+}
+PART_COLOURS = ("#dbe9f6", "#e3f1de", "#fbe9d4", "#efe2f3", "#f5f0c8")
+
+
+class graph_placeholder(nodes.General, nodes.Element):
+    pass
+
+
+class ChapterGraphDirective(SphinxDirective):
+    """``{nnapprox-chapter-graph}``: a figure of the chapters and what each builds on, drawn
+    as inline SVG when the page is written; the directive's content is the caption."""
+
+    has_content = True
+
+    def run(self):
+        figure = nodes.figure(classes=["nnapprox-chapter-graph"])
+        figure += graph_placeholder()
+        if self.content:
+            holder = nodes.Element()
+            self.state.nested_parse(self.content, self.content_offset, holder)
+            first = holder.children[0] if holder.children else None
+            if isinstance(first, nodes.paragraph):
+                figure += nodes.caption(first.rawsource, "", *first.children)
+        return [figure]
+
+
+def _toc_parts(root: Path = ROOT) -> dict[str, int]:
+    """Chapter stem -> index of its part in ``_toc.yml``."""
+    import yaml
+
+    toc = yaml.safe_load((root / "_toc.yml").read_text()) or {}
+    parts = {}
+    for i, part in enumerate(toc.get("parts", [])):
+        for entry in part.get("chapters", []) or []:
+            if "file" in entry:
+                parts[Path(entry["file"]).name] = i
+    return parts
+
+
+def chapter_graph_svg(docname: str, edges=None) -> str:
+    """The chapters of ``_toc.yml`` in layers (a chapter sits one row below the lowest
+    chapter it builds on), with an arrow for every edge and a link to every chapter."""
+    paths = {p.stem: p for p in toc_notebook_paths()}
+    order = list(paths)
+    edges = [(a, b) for a, b in (edges or CHAPTER_EDGES) if a in paths and b in paths]
+    layer = {stem: 0 for stem in order}
+    for _ in order:  # longest path from a chapter that builds on none
+        for a, b in edges:
+            layer[b] = max(layer[b], layer[a] + 1)
+    rows: dict[int, list[str]] = {}
+    for stem in order:
+        rows.setdefault(layer[stem], []).append(stem)
+    part_of = _toc_parts()
+    n_cols = max(len(stems) for stems in rows.values())
+    width, box_w, box_h, gap_y = 200 * n_cols, 164, 40, 40
+    col_x = [width * (c + 0.5) / n_cols for c in range(n_cols)]
+    pos: dict[str, tuple[float, float]] = {}
+    for r in sorted(rows):
+        def wish(s):  # the mean position of the chapters it builds on
+            xs = [pos[a][0] for a, b in edges if b == s and a in pos]
+            return sum(xs) / len(xs) if xs else width / 2
+        stems = sorted(rows[r], key=lambda s: (wish(s), order.index(s)))
+        cols = min(itertools.combinations(range(n_cols), len(stems)),
+                   key=lambda cs: sum(abs(col_x[c] - wish(s)) for c, s in zip(cs, stems)))
+        for c, stem in zip(cols, stems):
+            pos[stem] = (col_x[c], 12 + r * (box_h + gap_y))
+    height = 12 + len(rows) * (box_h + gap_y) - gap_y + 12
+    prefix = "../" * docname.count("/")
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" role="img" '
+        'class="nnapprox-graph" aria-label="Chapters and what each builds on">',
+        '<defs><marker id="nnapprox-arrow" viewBox="0 0 10 10" refX="9" refY="5" '
+        'markerWidth="7" markerHeight="7" orient="auto-start-reverse">'
+        '<path d="M 0 0 L 10 5 L 0 10 z" fill="#555"/></marker></defs>',
+    ]
+
+    def crosses(points, a, b):
+        if any(not 0 <= px <= width for px, _ in points):
+            return True
+        return any(abs(px - x) < box_w / 2 + 4 and y - 4 < py < y + box_h + 4
+                   for s, (x, y) in pos.items() if s not in (a, b) for px, py in points)
+
+    def bezier(p0, p1, p2, p3, n=24):
+        return [tuple((1 - t) ** 3 * u0 + 3 * (1 - t) ** 2 * t * u1 + 3 * (1 - t) * t ** 2 * u2
+                      + t ** 3 * u3 for u0, u1, u2, u3 in zip(p0, p1, p2, p3))
+                for t in (i / n for i in range(n + 1))]
+
+    for a, b in edges:
+        (xa, ya), (xb, yb) = pos[a], pos[b]
+        start, end = (xa, ya + box_h), (xb, yb - 2)
+        path = f"M {start[0]:.1f} {start[1]:.1f} L {end[0]:.1f} {end[1]:.1f}"
+        if crosses(bezier(start, start, end, end), a, b):  # bow into the gap between columns
+            for bow in (width / n_cols / 2, -width / n_cols / 2, width / n_cols, -width / n_cols):
+                c1 = (start[0] + bow, start[1] + (end[1] - start[1]) / 3)
+                c2 = (end[0] + bow, end[1] - (end[1] - start[1]) / 3)
+                if not crosses(bezier(start, c1, c2, end), a, b):
+                    break
+            path = (f"M {start[0]:.1f} {start[1]:.1f} C {c1[0]:.1f} {c1[1]:.1f} "
+                    f"{c2[0]:.1f} {c2[1]:.1f} {end[0]:.1f} {end[1]:.1f}")
+        out.append(f'<path d="{path}" fill="none" stroke="#555" stroke-width="1.4" '
+                   'marker-end="url(#nnapprox-arrow)"/>')
+    for stem in order:
+        x, y = pos[stem]
+        colour = PART_COLOURS[part_of.get(stem, 0) % len(PART_COLOURS)]
+        href = prefix + paths[stem].relative_to(ROOT).with_suffix(".html").as_posix()
+        label = html.escape(CHAPTER_LABELS.get(stem, stem))
+        out.append(
+            f'<a href="{href}"><title>{html.escape(chapter_title(paths[stem]))}</title>'
+            f'<rect x="{x - box_w / 2:.1f}" y="{y:.1f}" width="{box_w}" height="{box_h}" '
+            f'rx="7" fill="{colour}" stroke="#444"/>'
+            f'<text x="{x:.1f}" y="{y + box_h / 2 + 5:.1f}" text-anchor="middle" '
+            f'font-size="15" font-family="sans-serif" fill="#111">{label}</text></a>'
+        )
+    out.append("</svg>")
+    return "".join(out)
 
 
 # --------------------------------------------------------------------------- 4. static assets
@@ -288,14 +491,50 @@ def _copy_mathjax(app: Sphinx) -> None:
         shutil.copytree(source, target, dirs_exist_ok=True)
 
 
+def _executed_notebook(app: Sphinx, docname: str) -> Path | None:
+    """The notebook myst-nb executed for ``docname`` (``_build/jupyter_execute``), if any."""
+    path = Path(app.outdir).parent.joinpath("jupyter_execute", *f"{docname}.ipynb".split("/"))
+    return path if path.exists() else None
+
+
+def publish_notebook(executed: Path, target: Path, repository_url: str) -> Path:
+    """Write the executed notebook, outputs included, with the install cell first."""
+    import nbformat
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from export_notebooks import install_cell
+
+    notebook = nbformat.read(executed, as_version=4)
+    notebook.metadata.pop("jupytext", None)
+    notebook.cells.insert(0, install_cell(repository_url))
+    target.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(notebook, target)
+    return target
+
+
 def _publish_notebooks(app: Sphinx) -> None:
-    """Copy ``_build/notebooks/*.ipynb`` (``make notebooks``) into the site's ``_notebooks/``."""
-    if app.builder.format != "html" or not NOTEBOOKS.exists():
+    """Put each chapter's executed notebook (with outputs and the install cell) under the
+    site's ``_notebooks/``, where the download link and the Colab button point. A chapter
+    that myst-nb did not execute in this build directory falls back on the plain export of
+    ``make notebooks`` (no outputs)."""
+    if app.builder.format != "html":
         return
     target = Path(app.outdir) / "_notebooks"
-    target.mkdir(exist_ok=True)
-    for nb in NOTEBOOKS.glob("*.ipynb"):
-        shutil.copy2(nb, target / nb.name)
+    repository_url = _repository_url(app)
+    for path in toc_notebook_paths():
+        docname = path.relative_to(ROOT).with_suffix("").as_posix()
+        executed = _executed_notebook(app, docname)
+        if executed is not None:
+            publish_notebook(executed, target / f"{path.stem}.ipynb", repository_url)
+        elif (NOTEBOOKS / f"{path.stem}.ipynb").exists():
+            target.mkdir(exist_ok=True)
+            shutil.copy2(NOTEBOOKS / f"{path.stem}.ipynb", target / f"{path.stem}.ipynb")
+            logger.info(f"[nnapprox] {path.stem}: no executed notebook, the download has "
+                           "no outputs")
+
+
+def _repository_url(app: Sphinx) -> str:
+    return app.config.html_theme_options.get("repository_url", "") or ""
 
 
 def _dedupe_scripts(context) -> None:
@@ -314,28 +553,35 @@ def _dedupe_scripts(context) -> None:
 
 
 def _on_html_page_context(app: Sphinx, pagename, templatename, context, doctree) -> None:
-    """Point a download button and the Colab button of chapter pages at the .ipynb export."""
+    """Point a download button and the Colab button of chapter pages at the executed
+    notebook that ``_publish_notebooks`` puts under ``_notebooks/``."""
     _dedupe_scripts(context)
     stem = Path(pagename).name
-    if not (NOTEBOOKS / f"{stem}.ipynb").exists():
+    if pagename not in _notebook_docnames():
         return
-    depth = pagename.count("/")
-    rel = "../" * depth + f"_notebooks/{stem}.ipynb"
+    rel = "../" * pagename.count("/") + f"_notebooks/{stem}.ipynb"
     buttons = context.get("header_buttons")
     if buttons is None:
         return
+    repo = _repository_url(app).replace("https://github.com/", "").rstrip("/")
+    branch = app.config.nnapprox_notebooks_branch
     for group in buttons:
         if group.get("label") == "Download this page" or group.get("type") == "group" and any(
             "download" in str(b.get("label", "")).lower() for b in group.get("buttons", [])
         ):
             group.setdefault("buttons", []).insert(0, {
-                "type": "link", "url": rel, "text": ".ipynb (runnable)", "tooltip": "Download the notebook",
-                "icon": "fas fa-code", "label": "download-ipynb-button",
+                "type": "link", "url": rel, "text": ".ipynb (executed)",
+                "tooltip": "Download the executed notebook", "icon": "fas fa-code",
+                "label": "download-ipynb-button",
             })
         for b in group.get("buttons", []):
             if "colab" in str(b.get("label", "")).lower() or "colab" in str(b.get("url", "")).lower():
-                repo = app.config.html_theme_options.get("repository_url", "").replace("https://github.com/", "")
-                b["url"] = f"https://colab.research.google.com/github/{repo}/blob/gh-pages/_notebooks/{stem}.ipynb"
+                b["url"] = (f"https://colab.research.google.com/github/{repo}/blob/{branch}/"
+                            f"_notebooks/{stem}.ipynb")
+
+
+def _notebook_docnames() -> set[str]:
+    return {p.relative_to(ROOT).with_suffix("").as_posix() for p in toc_notebook_paths()}
 
 
 def _add_static(app: Sphinx) -> None:
@@ -344,6 +590,8 @@ def _add_static(app: Sphinx) -> None:
 
 def setup(app: Sphinx):
     app.add_config_value("nnapprox_execution_key", "", "env")
+    # the branch of the repository that holds the published site (_notebooks/ for Colab)
+    app.add_config_value("nnapprox_notebooks_branch", "gh-pages", "html")
     app.connect("builder-inited", _add_static)
     app.add_css_file("nnapprox.css")
     app.nnapprox_failed = []
@@ -355,4 +603,6 @@ def setup(app: Sphinx):
     app.connect("build-finished", _on_build_finished)
     app.add_node(status_placeholder, html=(lambda self, node: None, lambda self, node: None))
     app.add_directive("nnapprox-status", StatusDirective)
+    app.add_node(graph_placeholder, html=(lambda self, node: None, lambda self, node: None))
+    app.add_directive("nnapprox-chapter-graph", ChapterGraphDirective)
     return {"version": "0.1", "parallel_read_safe": True, "parallel_write_safe": True}
