@@ -226,9 +226,9 @@ def test_training_claims_need_five_runs_or_say_one_run():
     with pytest.raises(ValueError, match="must say so \\('one training run'\\)"):
         claims.check("deep beats shallow", 0.8, "<", 1.0, kind="empirical", basis="convention",
                      source="ratio", foil=foil, training_runs=1)
-    with pytest.raises(ValueError, match="not 'derived'"):
-        claims.check("deep beats shallow", 0.8, "<", 1.0, kind="empirical", basis="derived",
-                     source="ratio", foil=foil, training_runs=8)
+    with pytest.raises(ValueError, match="must say so \\('3 training runs'\\)"):
+        claims.check("prediction holds", 0.8, "<=", 1.0, kind="bound", source="case 3",
+                     foil=foil, training_runs=3)
     with pytest.raises(ValueError, match="positive integer"):
         claims.check("deep beats shallow", 0.8, "<", 1.0, kind="empirical", basis="convention",
                      source="ratio", foil=foil, training_runs=0)

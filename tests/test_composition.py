@@ -234,3 +234,61 @@ def test_fit_step_network_is_accurate_around_its_center_not_elsewhere():
     err_origin = (learned(origin) - step(origin)).norm(dim=1).mean()
     assert float(err_near) < 0.1 * float((step(near) - near).norm(dim=1).mean())
     assert float(err_origin) > 3 * float(err_near)
+
+
+# ------------------------------------------------------------------ bounded expanding maps
+def test_tent_layer_is_bounded_and_stretches_small_differences_by_K():
+    from nnapprox.composition import tent_layer
+
+    step = tent_layer(1.5)
+    z = torch.tensor([[0.1, 0.3, 0.7, 0.9]], dtype=torch.float64)
+    assert torch.allclose(step(z), 1.5 * torch.minimum(z, 1 - z))
+    far = torch.tensor([[-3.0, 4.0]], dtype=torch.float64)  # projected onto the cube first
+    assert torch.equal(step(far), torch.zeros(1, 2, dtype=torch.float64))
+    h = 1e-9
+    assert float((step(z + h) - step(z)).abs().max()) == pytest.approx(1.5 * h, rel=1e-5)
+    for K in (1.0, 2.0, 2.5):
+        with pytest.raises(ValueError, match="1 < K < 2"):
+            tent_layer(K)
+
+
+def test_loss_depth_interpolates_and_reports_never():
+    from nnapprox.composition import loss_depth, predicted_loss_depth
+
+    rms = 1e-3 * 2.0 ** torch.arange(12, dtype=torch.float64)  # doubles every layer
+    assert loss_depth(rms, 1e-3 * 2**5.5) == pytest.approx(5.5)
+    assert loss_depth(rms, 10.0) == math.inf
+    assert loss_depth(rms, 1e-4) == 0.0
+    K, eps, tau = 1.5, 1e-4, 0.02
+    ell = predicted_loss_depth(K, eps, tau)
+    assert eps * K**ell / math.sqrt(K * K - 1) == pytest.approx(tau)
+    with pytest.raises(ValueError):
+        predicted_loss_depth(1.0, eps, tau)
+
+
+def test_additive_prediction_and_ratio():
+    from nnapprox.composition import additive_prediction, prediction_ratio
+
+    P = additive_prediction(0.1, 0.5, 3)
+    assert torch.allclose(P, torch.tensor([0.0, 0.1, 0.15, 0.175], dtype=torch.float64))
+    assert torch.allclose(additive_prediction(0.1, 1.5, 3), 0.1 * torch.arange(4.0, dtype=torch.float64))
+    e = torch.tensor([[0.0, 0.0], [0.05, 0.1], [0.15, 0.0], [0.0, 0.0]], dtype=torch.float64)
+    assert prediction_ratio(e, P) == pytest.approx(1.0)
+    with pytest.raises((ValueError, TypeError)):  # jaxtyping's shape check under pytest, else ours
+        prediction_ratio(e, P[:2])
+
+
+def test_held_out_prediction_holds_for_a_contraction_and_fails_for_an_expanding_step():
+    """The stacked-error prediction discriminates: same errors, contracting vs expanding step."""
+    from nnapprox.composition import additive_prediction, prediction_ratio
+
+    g = torch.Generator().manual_seed(0)
+    z0 = torch.randn(16, 4, generator=g, dtype=torch.float64)
+    contract, _ = expanding_layer(0.5, 4, generator=g)
+    expand, _ = expanding_layer(1.5, 4, generator=g)
+    eps = 1e-3
+    good = prediction_ratio(unroll_with_errors(contract, z0, 30, eps, generator=g),
+                            additive_prediction(1.001 * eps, 0.5, 30))  # e_1 = eps up to rounding
+    bad = prediction_ratio(unroll_with_errors(expand, z0, 30, eps, generator=g),
+                           additive_prediction(1.001 * eps, 1.5, 30))
+    assert good <= 1.0 < bad

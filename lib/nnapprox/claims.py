@@ -44,10 +44,9 @@ The rules, each enforced when the claim is recorded (a ``ValueError`` names what
 2. **Guards are not evidence.** Exact checks and guards are run and recorded, and shown in a
    collapsed "code checks" table; they are not counted among the findings.
 3. **Training-run error.** A claim about what *training* finds gives ``training_runs=n``, the
-   number of independent training runs (initialisation and data order) behind it. With basis
-   ``statistical`` its ``se`` must be across those runs and ``n >= TRAINING_RUNS_MIN``; with
-   fewer runs the basis is ``convention`` and the name says how many runs ("one training
-   run").
+   number of independent training runs (initialisation and data order) behind it. A
+   statistical claim needs ``n >= TRAINING_RUNS_MIN`` with its ``se`` across those runs; with
+   fewer runs the basis is not statistical and the name says how many ("one training run").
 4. **Frozen before fresh seeds.** Each chapter's claims (name, kind, basis, op, threshold or
    its formula, k, foil) are frozen in ``book/claims.lock`` (``tests/lock.py``); the test
    suite fails when a chapter records claims that differ from it, and validation seeds
@@ -449,24 +448,20 @@ def _validate_training_runs(name: str, basis: Any, training_runs: Any, note: Any
         return
     if isinstance(training_runs, bool) or not isinstance(training_runs, int) or training_runs < 1:
         raise ValueError(f"claim {name!r}: training_runs= takes a positive integer, got {training_runs!r}")
-    if basis not in ("statistical", "convention"):
-        raise ValueError(
-            f"claim {name!r}: a claim about what training finds has basis 'statistical' (standard error "
-            f"across >= {TRAINING_RUNS_MIN} training runs) or 'convention' (fewer runs), not {basis!r}"
-        )
-    if basis == "statistical" and training_runs < TRAINING_RUNS_MIN:
+    if training_runs >= TRAINING_RUNS_MIN:
+        return
+    if basis == "statistical":
         raise ValueError(
             f"claim {name!r}: {training_runs} training run(s) are too few for a standard error: use at "
             f"least {TRAINING_RUNS_MIN} independent runs, or basis='convention' and say so in the name"
         )
-    if basis == "convention" and training_runs < TRAINING_RUNS_MIN:
-        said = f"{name} {note or ''}".lower()
-        words = {1: "one training run"}
-        if words.get(training_runs, f"{training_runs} training runs") not in said:
-            raise ValueError(
-                f"claim {name!r}: with {training_runs} training run(s), the claim's name or note must "
-                f"say so ({words.get(training_runs, f'{training_runs} training runs')!r})"
-            )
+    said = f"{name} {note or ''}".lower()
+    wanted = "one training run" if training_runs == 1 else f"{training_runs} training runs"
+    if wanted not in said:
+        raise ValueError(
+            f"claim {name!r}: with {training_runs} training run(s), the claim's name or note must "
+            f"say so ({wanted!r})"
+        )
 
 
 def claim_kind(c: dict) -> str:

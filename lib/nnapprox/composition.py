@@ -351,3 +351,93 @@ def unroll_pair_errors(
         reach = torch.maximum(reach, (z_hat - c).abs().amax(dim=1))
     empty = torch.zeros(0, z0.shape[0], dtype=z0.dtype, device=z0.device)
     return torch.stack(gaps), torch.stack(local) if local else empty, z_hat, reach
+
+
+def tent_layer(K: float) -> Step:
+    r"""The tent map with slope ``K`` on the cube, coordinatewise: a bounded expanding step.
+
+    .. math::  U(z)_i = K \min(\pi(z)_i,\, 1 - \pi(z)_i), \qquad 1 < K < 2,
+
+    with :math:`\pi` the projection onto :math:`[0, 1]^d` (so that a perturbed point that
+    leaves the cube is mapped back, and :math:`U` is :math:`K`-Lipschitz on all of
+    :math:`\mathbb R^d`). :math:`U` maps the cube into :math:`[0, K/2]^d`, so iterates stay
+    bounded while small errors are stretched by :math:`K` at every layer: they grow like
+    :math:`K^\ell` until they are as large as the state itself, after about
+    :math:`\log(1/\varepsilon)/\log K` layers (introduction, section "Expanding layers").
+    Along an exact orbit the derivative is :math:`\mathrm{diag}(\pm K)`, ``K`` times an
+    orthogonal matrix, so case 2 of the theorem describes small errors exactly until they
+    straddle the kink at 1/2. ``K = 2`` is refused: in floating point its orbits collapse
+    to 0 (it shifts the binary digits).
+    """
+    if not 1.0 < K < 2.0:
+        raise ValueError(f"the tent map needs a slope 1 < K < 2, got K={K}")
+
+    def step(z: Float[Tensor, "batch d"]) -> Float[Tensor, "batch d"]:
+        x = z.clamp(0.0, 1.0)
+        return K * torch.minimum(x, 1.0 - x)
+
+    return step
+
+
+def loss_depth(rms: Float[Tensor, " layers_plus_one"], tau: float) -> float:
+    r"""The depth at which an error first reaches ``tau``, interpolated in :math:`\log e`.
+
+    ``rms[l]`` is the error after ``l`` layers. Returns the real :math:`\ell` where the
+    piecewise-linear interpolation of :math:`\log` ``rms`` crosses :math:`\log\tau` for the
+    first time, and ``inf`` if it never does (the error stays below ``tau``).
+    """
+    if not isinstance(rms, Tensor) or rms.ndim != 1 or rms.shape[0] < 2:
+        raise ValueError("loss_depth needs a 1-D tensor of at least 2 errors")
+    if not tau > 0:
+        raise ValueError(f"tau must be > 0, got {tau}")
+    above = (rms >= tau).nonzero()
+    if len(above) == 0:
+        return math.inf
+    l = int(above[0])
+    if l == 0:
+        return 0.0
+    lo, hi = float(rms[l - 1]), float(rms[l])
+    if lo <= 0:
+        return float(l)
+    return (l - 1) + (math.log(tau) - math.log(lo)) / (math.log(hi) - math.log(lo))
+
+
+def predicted_loss_depth(K: float, eps: float, tau: float) -> float:
+    r"""Depth at which :math:`\varepsilon K^\ell/\sqrt{K^2 - 1}` reaches ``tau``.
+
+    Case 2 of the theorem gives the root mean square
+    :math:`\sqrt{\mathbb E e_\ell^2} = \varepsilon\sqrt{(K^{2\ell} - 1)/(K^2 - 1)}
+    \approx \varepsilon K^\ell/\sqrt{K^2 - 1}`; it reaches :math:`\tau` at
+    :math:`\ell^\ast = \log(\tau\sqrt{K^2-1}/\varepsilon)/\log K`.
+    """
+    if not (K > 1 and eps > 0 and tau > 0):
+        raise ValueError(f"need K > 1, eps > 0 and tau > 0, got K={K}, eps={eps}, tau={tau}")
+    return math.log(tau * math.sqrt(K * K - 1.0) / eps) / math.log(K)
+
+
+def additive_prediction(eps_hat: float, rho: float, n_layers: int) -> Float[Tensor, " layers_plus_one"]:
+    r"""The stacked error predicted from a one-step error, ignoring any expansion.
+
+    .. math::  P_\ell = \hat\varepsilon \sum_{j < \ell} \bar\rho^{\,j}, \qquad \bar\rho = \min(\rho, 1),
+
+    the bound of case 3 for a :math:`\rho`-contraction (:math:`P_\ell \le \hat\varepsilon/(1-\rho)`)
+    and plain accumulation, :math:`\ell\hat\varepsilon`, for a step that is not one.
+    Shape ``(n_layers + 1,)``, with :math:`P_0 = 0`.
+    """
+    n_layers = _count("n_layers", n_layers, 0)
+    if not (eps_hat >= 0 and rho >= 0):
+        raise ValueError(f"need eps_hat >= 0 and rho >= 0, got {eps_hat}, {rho}")
+    ell = torch.arange(n_layers + 1, dtype=torch.float64)
+    r = min(rho, 1.0)
+    terms = ell if r == 1.0 else (1.0 - r**ell) / (1.0 - r)
+    return eps_hat * terms
+
+
+def prediction_ratio(
+    errors: Float[Tensor, "layers_plus_one batch"], prediction: Float[Tensor, " layers_plus_one"]
+) -> float:
+    r""":math:`\max_{\ell \ge 1,\,i} e_{\ell,i}/P_\ell`: at most 1 when the prediction holds."""
+    if errors.ndim != 2 or prediction.shape != errors.shape[:1]:
+        raise ValueError(f"errors (L+1, batch) and prediction (L+1,) must match, got "
+                         f"{tuple(errors.shape)} and {tuple(prediction.shape)}")
+    return float((errors[1:] / prediction[1:, None].to(errors)).max())
