@@ -1,36 +1,32 @@
-"""Build the HTML book with warnings as errors, then check every page in a real browser.
+"""Build the HTML book with warnings as errors, then check what the build wrote.
 
-The browser is the one ``tests/browser.py`` finds (``$NNAPPROX_CHROMIUM``, a system
-Chromium/Chrome, or Playwright's own Chromium; ``make test`` installs one first if there is
-none), driven by Playwright's Python package. Pages are served on 127.0.0.1 and
-every request to another host is blocked and counted as a failure, so the book must work
-offline: MathJax is served from the book itself. A screenshot of every page is saved under
-``_build/reports/screenshots/``.
+Every chapter prints a progress line; MathJax is served from the book itself; no page shows
+TeX outside math (checked on the HTML before MathJax runs); each chapter page links its
+executed notebook for download and for Colab; a second build with nothing changed comes from
+the cache within 60 s. The pages in a browser are checked by ``tests/test_browser.py``, which
+runs after this module under ``make test`` and checks the book it built.
+
+``NNAPPROX_USE_BUILT_BOOK=1`` runs the checks of the HTML on the book already in
+``_build/html`` instead of building it.
 """
 
 from __future__ import annotations
 
-import functools
-import http.server
 import json
 import os
 import re
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
 import pytest
 
+import browser as browser_checks
 import harness
-from browser import HELP as BROWSER_HELP
-from browser import find_browser
 
 ROOT = harness.ROOT
 HTML = ROOT / "_build" / "html"
-SCREENSHOTS = harness.REPORTS / "screenshots"
-CHROMIUM = find_browser()
 JUPYTER_BOOK = Path(sys.executable).parent / "jupyter-book"
 
 pytestmark = pytest.mark.book
@@ -58,17 +54,6 @@ def built_book():
     return {"log": log, "seconds": seconds}
 
 
-@pytest.fixture(scope="module")
-def server(built_book):
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(HTML))
-    handler.log_message = lambda *args: None
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    httpd.shutdown()
-
-
 def _pages() -> list[str]:
     """Every page of the table of contents, as a path relative to _build/html."""
     return [str(p.relative_to(ROOT).with_suffix(".html")) for p in harness.toc_files()]
@@ -79,7 +64,7 @@ def test_every_chapter_prints_a_progress_line(built_book):
         assert f"[nnapprox] chapter {path.stem}" in built_book["log"], path.stem
 
 
-def test_math_is_served_locally():
+def test_math_is_served_locally(site_html):
     assert (HTML / "_static" / "mathjax" / "tex-chtml.js").exists()
     page = (HTML / "book" / "intro.html").read_text()
     assert "_static/mathjax/tex-chtml.js" in page
@@ -88,75 +73,67 @@ def test_math_is_served_locally():
 
 
 @pytest.fixture(scope="module")
-def browser():
-    if CHROMIUM is None:
-        pytest.fail(f"no browser for the browser tests: {BROWSER_HELP}")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        browser = p.chromium.launch(
-            executable_path=CHROMIUM,
-            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync", "--no-first-run"],
-        )
-        yield browser
-        browser.close()
+def site_html(request) -> Path:
+    """The built site: this module's strict build, or with ``NNAPPROX_USE_BUILT_BOOK=1`` the
+    book already in ``_build/html`` (to rerun the checks on the HTML without rebuilding)."""
+    if os.environ.get("NNAPPROX_USE_BUILT_BOOK", "0") not in ("", "0"):
+        if not (HTML / "index.html").exists():
+            pytest.fail("NNAPPROX_USE_BUILT_BOOK is set but _build/html has no book")
+        return HTML
+    request.getfixturevalue("built_book")
+    return HTML
 
 
-@pytest.mark.parametrize("page_path", _pages())
-def test_page_in_browser(page_path, server, browser):
-    chapters = {str(p.relative_to(ROOT).with_suffix(".html")) for p in harness.toc_notebooks()}
-    context = browser.new_context(viewport={"width": 1280, "height": 900})
-    page = context.new_page()
-    errors: list[str] = []
-    external: list[str] = []
-    page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
-    page.on("pageerror", lambda exc: errors.append(f"page error: {exc}"))
-
-    def route(r):
-        if r.request.url.startswith(server) or r.request.url.startswith("data:"):
-            r.continue_()
-        else:
-            external.append(r.request.url)
-            r.abort()
-
-    page.route("**/*", route)
-    response = page.goto(f"{server}/{page_path}", wait_until="load")
-    assert response is not None and response.ok, f"{page_path}: HTTP {response and response.status}"
-    n_math = page.locator(".math").count()
-    if n_math:
-        page.wait_for_function("() => window.MathJax && MathJax.startup && MathJax.startup.promise", timeout=20000)
-        page.evaluate("() => MathJax.startup.promise")
-        page.wait_for_function("() => document.querySelectorAll('mjx-container').length > 0", timeout=20000)
-    rendered = page.locator("mjx-container").count()
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SCREENSHOTS / (page_path.replace("/", "__").replace(".html", ".png"))), full_page=False)
-
-    assert not errors, f"{page_path}: console errors: {errors}"
-    assert not external, f"{page_path}: requests to other hosts (no network in CI): {external[:5]}"
-    if n_math:
-        assert rendered >= n_math, f"{page_path}: {n_math} math elements but {rendered} rendered by MathJax"
-        assert page.locator("mjx-merror").count() == 0, f"{page_path}: MathJax reported TeX errors"
-    if page_path in chapters:
-        images = page.locator(".cell_output img")
-        assert images.count() > 0, f"{page_path}: a chapter page without figures"
-        widths = images.evaluate_all("imgs => imgs.map(i => i.naturalWidth)")
-        assert all(w > 0 for w in widths), f"{page_path}: a figure failed to load"
-        assert page.locator("div.proof, div.theorem, .prf-theorem, div[class*='theorem']").count() > 0, \
-            f"{page_path}: no theorem box"
-        assert page.locator("div.exercise, div[class*='exercise']").count() > 0, f"{page_path}: no exercise box"
-        assert page.locator("table.nnapprox-claims").count() == 1, f"{page_path}: no claims table"
-    context.close()
+def test_no_tex_outside_math_in_the_built_html(site_html):
+    """The HTML as written, before MathJax: no TeX outside math elements, no literal
+    ``{prf:ref}`` (``tests/browser.py`` has the rule; the browser tests check it again after
+    MathJax). Every page is checked and every snippet reported."""
+    problems = []
+    for page_path in _pages():
+        found = browser_checks.tex_outside_math_html((site_html / page_path).read_text())
+        problems += [f"{page_path}: {snippet}" for snippet in dict.fromkeys(found)]
+    assert not problems, f"{len(problems)} TeX snippets outside math:\n" + "\n".join(problems)
 
 
-def test_status_page_lists_every_chapter(server, browser):
-    page = browser.new_page()
-    page.goto(f"{server}/book/status.html")
-    text = page.inner_text("body")
+def _links(page_html: str) -> list[str]:
+    return re.findall(r'href="([^"]+)"', page_html)
+
+
+def test_chapter_notebook_links_give_the_executed_notebook(site_html):
+    """Each chapter page's download link and Colab button point at ``_notebooks/<stem>.ipynb``
+    in the site: a valid notebook with the install cell first and the outputs of the run."""
+    import nbformat
+
+    branch = "gh-pages"
+    config = (ROOT / "_config.yml").read_text()
+    repo = re.search(r"url:\s*https://github.com/(\S+)", config).group(1)
     for path in harness.toc_notebooks():
-        assert path.stem in text, f"status page does not list {path.stem}"
-    assert page.locator("table.nnapprox-status").count() >= len(harness.toc_notebooks())
-    page.close()
+        page_path = str(path.relative_to(ROOT).with_suffix(".html"))
+        links = _links((site_html / page_path).read_text())
+        download = [h for h in links if h.endswith(f"_notebooks/{path.stem}.ipynb")
+                    and not h.startswith("http")]
+        colab = [h for h in links if h.startswith("https://colab.research.google.com/")]
+        assert download, f"{page_path}: no download link to the executed notebook"
+        assert colab, f"{page_path}: no Colab link"
+        target = (site_html / page_path).parent / download[0]
+        assert target.resolve().is_file(), f"{page_path}: {download[0]} is not in the build"
+        prefix = f"https://colab.research.google.com/github/{repo}/blob/{branch}/"
+        assert colab[0].startswith(prefix), f"{page_path}: Colab link {colab[0]}"
+        assert (site_html / colab[0].removeprefix(prefix)).resolve() == target.resolve(), \
+            f"{page_path}: the Colab link {colab[0]} is not the download's notebook"
+        notebook = nbformat.read(target, as_version=4)
+        nbformat.validate(notebook)
+        code = [c for c in notebook.cells if c.cell_type == "code"]
+        tags = code[0].metadata.get("tags", [])
+        assert "colab-install" in tags, f"{target.name}: the first cell does not install nnapprox"
+        assert sum(bool(c.get("outputs")) for c in code) >= len(code) // 2, \
+            f"{target.name}: most code cells have no outputs (not the executed notebook)"
+
+
+def test_how_to_use_clone_command_names_the_repository():
+    url = re.search(r"url:\s*(https://github.com/\S+)", (ROOT / "_config.yml").read_text()).group(1)
+    text = (ROOT / "book" / "how-to-use.md").read_text()
+    assert f"git clone {url}" in text and "<this repository>" not in text
 
 
 def test_second_build_is_cached_and_fast(built_book):
@@ -170,3 +147,16 @@ def test_second_build_is_cached_and_fast(built_book):
     report.write_text(json.dumps({"first_build_s": round(built_book["seconds"], 1),
                                   "second_build_s": round(seconds, 1)}) + "\n")
     assert seconds <= 60, f"second build took {seconds:.0f} s (budget 60 s)"
+
+
+def test_chapter_graph_links_every_chapter_and_its_edges_name_chapters():
+    sys.path.insert(0, str(ROOT / "book" / "_ext"))
+    import nnapprox_book
+
+    stems = [p.stem for p in harness.toc_notebooks()]
+    assert {s for edge in nnapprox_book.CHAPTER_EDGES for s in edge} <= set(stems)
+    svg = nnapprox_book.chapter_graph_svg("book/how-to-use")
+    for path in harness.toc_notebooks():
+        href = "../" + str(path.relative_to(ROOT).with_suffix(".html"))
+        assert f'href="{href}"' in svg, f"the chapter graph has no box for {path.stem}"
+    assert svg.count("<path d=") == len(nnapprox_book.CHAPTER_EDGES) + 1  # + the arrow head

@@ -1,6 +1,6 @@
 """Sphinx extension for the nnapprox book (loaded through ``_config.yml``'s local_extensions).
 
-It does four things Jupyter Book 1 does not do by itself:
+It does what Jupyter Book 1 does not do by itself:
 
 1. **Library-aware execution cache.** myst-nb's cache keys on a notebook's code cells only,
    so editing ``lib/`` would not re-execute anything. We fold a hash of every file under
@@ -9,12 +9,19 @@ It does four things Jupyter Book 1 does not do by itself:
    every chapter re-executes.
 2. **A progress line per chapter** (name, seconds, claims passed) as the book executes, and
    a non-zero exit status when a chapter failed to execute.
-3. **The status page**: the ``{nnapprox-status}`` directive becomes a table of every
-   chapter's claims, read from ``_build/reports/claims/*.json`` when the pages are written.
+3. **The status page**: the ``{nnapprox-status}`` directive becomes one section per chapter
+   (in reading order; real headings, so they are in the page's contents), each with the
+   chapter's run and its claims collapsed under a one-line summary, then the seed sweep and
+   the prose budget; filled from ``_build/reports/`` when the pages are written.
 4. **Offline MathJax**: MathJax 3 is copied from the ``django-static-mathjax`` wheel into
-   ``_static/mathjax`` so the book renders math with no CDN. It also publishes the
-   ``.ipynb`` exports of the chapters (``make notebooks``) next to the pages and points a
-   download button and the Colab launch button at them.
+   ``_static/mathjax`` so the book renders math with no CDN.
+5. **Executed notebooks**: each chapter's notebook as myst-nb executed it (outputs kept), with
+   a first cell that installs the library, is published under ``_notebooks/``; the download
+   button and the Colab button of chapter pages point at it (Colab through the branch
+   ``nnapprox_notebooks_branch`` of the repository, which must hold the published site).
+6. **The chapter graph**: ``{nnapprox-chapter-graph}`` draws the chapters of ``_toc.yml`` and
+   what each builds on (:data:`CHAPTER_EDGES`) as an inline SVG figure; its content is the
+   caption.
 """
 
 from __future__ import annotations
@@ -356,7 +363,8 @@ def _on_env_get_outdated(app, env, added, changed, removed):
 # An edge (a, b) means: read a before b.
 CHAPTER_EDGES = [
     ("intro", "universal"), ("intro", "icl"), ("intro", "diffusion"),
-    ("universal", "depth"), ("universal", "scaling"), ("depth", "failures"), ("icl", "sequential"), ("scaling", "sequential"),
+    ("universal", "depth"), ("universal", "scaling"), ("depth", "failures"),
+    ("icl", "sequential"), ("scaling", "sequential"),
 ]
 CHAPTER_LABELS = {
     "intro": "Introduction", "universal": "Universality", "depth": "Depth",
@@ -565,15 +573,21 @@ def _on_html_page_context(app: Sphinx, pagename, templatename, context, doctree)
         return
     repo = _repository_url(app).replace("https://github.com/", "").rstrip("/")
     branch = app.config.nnapprox_notebooks_branch
+    ours = {"type": "link", "url": rel, "text": ".ipynb",
+            "tooltip": "Download the executed notebook (runs anywhere: its first cell installs "
+                       "nnapprox)", "icon": "fas fa-code", "label": "download-notebook-button"}
     for group in buttons:
         if group.get("label") == "Download this page" or group.get("type") == "group" and any(
             "download" in str(b.get("label", "")).lower() for b in group.get("buttons", [])
         ):
-            group.setdefault("buttons", []).insert(0, {
-                "type": "link", "url": rel, "text": ".ipynb (executed)",
-                "tooltip": "Download the executed notebook", "icon": "fas fa-code",
-                "label": "download-ipynb-button",
-            })
+            # one notebook download: ours replaces the theme's (no install cell) where it is
+            items = group.setdefault("buttons", [])
+            at = next((i for i, b in enumerate(items)
+                       if b.get("label") == "download-notebook-button"), None)
+            if at is None:
+                items.insert(0, ours)
+            else:
+                items[at] = {**items[at], **ours}
         for b in group.get("buttons", []):
             if "colab" in str(b.get("label", "")).lower() or "colab" in str(b.get("url", "")).lower():
                 b["url"] = (f"https://colab.research.google.com/github/{repo}/blob/{branch}/"
