@@ -292,3 +292,17 @@ def test_held_out_prediction_holds_for_a_contraction_and_fails_for_an_expanding_
     bad = prediction_ratio(unroll_with_errors(expand, z0, 30, eps, generator=g),
                            additive_prediction(1.001 * eps, 1.5, 30))
     assert good <= 1.0 < bad
+
+
+def test_relative_error_tells_a_lost_state_from_a_kept_one():
+    from nnapprox.composition import relative_error, tent_layer
+
+    g = torch.Generator().manual_seed(1)
+    z0 = torch.rand(256, 8, generator=g, dtype=torch.float64)
+    _, z, z_hat = unroll_with_errors(tent_layer(1.75), z0, 40, 1e-3, generator=g, return_states=True)
+    assert float(relative_error(z, z_hat).median()) == pytest.approx(math.sqrt(2), abs=0.15)
+    linear, _ = expanding_layer(1.75, 8, generator=g)
+    _, z, z_hat = unroll_with_errors(linear, z0, 40, 1e-3, generator=g, return_states=True)
+    assert float(relative_error(z, z_hat).median()) < 0.01
+    with pytest.raises((ValueError, TypeError)):
+        relative_error(z[:1], z_hat[:1])

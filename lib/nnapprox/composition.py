@@ -54,8 +54,12 @@ def unroll_with_errors(
     n_layers: int,
     eps: float,
     generator: torch.Generator | None = None,
-) -> Float[Tensor, "layers_plus_one batch"]:
+    return_states: bool = False,
+) -> Float[Tensor, "layers_plus_one batch"] | tuple[Tensor, Tensor, Tensor]:
     r"""Run ``step`` exactly and with a per-layer error of norm ``eps``; return the gap.
+
+    With ``return_states=True`` it returns ``(errors, z_L, z_hat_L)``, the last exact and
+    perturbed states ``(batch, d)`` as well.
 
     The perturbed run is :math:`\hat z_\ell = U(\hat z_{\ell-1}) + \varepsilon_\ell` with
     :math:`\varepsilon_\ell` uniform on the sphere of radius ``eps`` (independent per layer
@@ -83,6 +87,8 @@ def unroll_with_errors(
         noise = eps * noise / noise.norm(dim=1, keepdim=True)
         z, z_hat = step(z), step(z_hat) + noise
         errors.append((z - z_hat).norm(dim=1))
+    if return_states:
+        return torch.stack(errors), z, z_hat
     return torch.stack(errors)
 
 
@@ -363,7 +369,8 @@ def tent_layer(K: float) -> Step:
     :math:`\mathbb R^d`). :math:`U` maps the cube into :math:`[0, K/2]^d`, so iterates stay
     bounded while small errors are stretched by :math:`K` at every layer: they grow like
     :math:`K^\ell` until they are as large as the state itself, after about
-    :math:`\log(1/\varepsilon)/\log K` layers (introduction, section "Expanding layers").
+    :math:`\log(1/\varepsilon)/\log K` layers (introduction, section "Expanding and
+    contracting layers on the same scale").
     Along an exact orbit the derivative is :math:`\mathrm{diag}(\pm K)`, ``K`` times an
     orthogonal matrix, so case 2 of the theorem describes small errors exactly until they
     straddle the kink at 1/2. ``K = 2`` is refused: in floating point its orbits collapse
@@ -421,7 +428,9 @@ def additive_prediction(eps_hat: float, rho: float, n_layers: int) -> Float[Tens
     .. math::  P_\ell = \hat\varepsilon \sum_{j < \ell} \bar\rho^{\,j}, \qquad \bar\rho = \min(\rho, 1),
 
     the bound of case 3 for a :math:`\rho`-contraction (:math:`P_\ell \le \hat\varepsilon/(1-\rho)`)
-    and plain accumulation, :math:`\ell\hat\varepsilon`, for a step that is not one.
+    and plain accumulation, :math:`\ell\hat\varepsilon`, for a step that is not one; for an
+    expanding step that is *not* a bound (case 1 of the theorem gives
+    :math:`\hat\varepsilon (K^\ell - 1)/(K - 1)` there).
     Shape ``(n_layers + 1,)``, with :math:`P_0 = 0`.
     """
     n_layers = _count("n_layers", n_layers, 0)
@@ -441,3 +450,21 @@ def prediction_ratio(
         raise ValueError(f"errors (L+1, batch) and prediction (L+1,) must match, got "
                          f"{tuple(errors.shape)} and {tuple(prediction.shape)}")
     return float((errors[1:] / prediction[1:, None].to(errors)).max())
+
+
+def relative_error(
+    z: Float[Tensor, "batch d"], z_hat: Float[Tensor, "batch d"]
+) -> Float[Tensor, " batch"]:
+    r"""Each run's error relative to the spread of the exact states,
+    :math:`\lVert \hat z - z\rVert / \lVert z - \bar z\rVert` with :math:`\bar z` the mean over runs.
+
+    About :math:`\sqrt 2` when :math:`\hat z` is an independent draw from the law of the
+    states (the state is lost), and small when the error is small against the states'
+    spread, whatever their scale (introduction, section "Expanding and contracting layers on
+    the same scale").
+    """
+    if z.shape != z_hat.shape or z.ndim != 2 or z.shape[0] < 2:
+        raise ValueError(f"z and z_hat must be (batch, d) with batch >= 2, got {tuple(z.shape)}, "
+                         f"{tuple(z_hat.shape)}")
+    return (z_hat - z).norm(dim=1) / (z - z.mean(dim=0)).norm(dim=1)
+
