@@ -2,8 +2,9 @@
 
 ``book/claims.lock`` (YAML) holds, per chapter, every claim of its quick-profile run: name,
 kind, basis, op, threshold (the number, or ``from the run`` with the source's formula when
-the threshold is computed by the run: k standard errors, a derived interval), k, foil and
-training runs. Three sections:
+the threshold is computed by the run: k standard errors, a derived interval; recognised as a
+threshold that varies between the runs given, carries a standard error, or has more than six
+significant digits), k, foil and training runs. Three sections:
 
 ``chapters``    the frozen design, one entry per chapter of ``_toc.yml``;
 ``history``     one entry per change: date, chapters, reason, whether it followed a failed
@@ -98,6 +99,19 @@ def _same(a, b) -> bool:
     return a == b
 
 
+def _literal(x) -> bool:
+    """Whether a threshold reads like a number an author typed (at most 6 significant digits).
+
+    A computed threshold (k standard errors, a derived band, a bound from the run's own
+    quantities) almost never does; it is locked as its formula instead of its value.
+    """
+    if isinstance(x, (list, tuple)):
+        return all(_literal(v) for v in x)
+    if isinstance(x, bool) or x is None or isinstance(x, (int, str)):
+        return True
+    return math.isfinite(x) and float(f"{x:.6g}") == x
+
+
 def claim_entry(claims: list[dict]) -> dict:
     """A claim's lock entry from its records in one or more runs (the same name)."""
     first = claims[0]
@@ -106,7 +120,7 @@ def claim_entry(claims: list[dict]) -> dict:
     entry = {"name": first["name"]}
     for key in FIELDS:
         entry[key] = first.get(key)
-    if varies or first.get("se") is not None:
+    if varies or first.get("se") is not None or not _literal(first.get("threshold")):
         entry["threshold"] = f"{FROM_RUN}: {first.get('source', '')}"
     return entry
 

@@ -40,6 +40,10 @@ def test_thresholds_computed_by_the_run_are_locked_as_formulas():
     assert varying["claims"][0]["threshold"] == "from the run: eq. 3"
     statistical = lock.chapter_entry([_record(0, se=0.1)], "x")
     assert statistical["claims"][0]["threshold"].startswith("from the run")
+    computed = lock.chapter_entry([_record(0, threshold=0.8245340415538094)], "x")
+    assert computed["claims"][0]["threshold"].startswith("from the run")
+    typed = lock.chapter_entry([_record(0, threshold=[-0.5, 0.5])], "x")
+    assert typed["claims"][0]["threshold"] == [-0.5, 0.5]
     lock.assert_matches("demo", _record(5, threshold=7.0), {"chapters": {"demo": varying}})
     with pytest.raises(lock.LockError, match="different claim names"):
         lock.chapter_entry([_record(0), _record(1, name="a at seed 1")], "x")
