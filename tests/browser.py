@@ -198,9 +198,14 @@ PROBE_JS = r"""
     for (const el of document.body.querySelectorAll('*')) {
       const r = el.getBoundingClientRect();
       if (r.width === 0 || r.right <= out.innerWidth + 1) continue;
-      let a = el.parentElement, clipped = false;
+      // fixed elements (off-canvas drawers) do not widen the page; clipped ones do not show
+      let a = el, clipped = false;
       while (a && a !== document.body) {
-        if (getComputedStyle(a).overflowX !== 'visible') { clipped = true; break; }
+        const st = getComputedStyle(a);
+        if (st.position === 'fixed' || (a !== el && st.overflowX !== 'visible')) {
+          clipped = true;
+          break;
+        }
         a = a.parentElement;
       }
       if (!clipped) wide.push(el);

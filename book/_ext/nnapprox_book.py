@@ -15,7 +15,7 @@ It does what Jupyter Book 1 does not do by itself:
    the prose budget; filled from ``_build/reports/`` when the pages are written.
 4. **Offline MathJax**: MathJax 3 is copied from the ``django-static-mathjax`` wheel into
    ``_static/mathjax`` so the book renders math with no CDN.
-5. **Executed notebooks**: each chapter's notebook as myst-nb executed it (outputs kept), with
+5. **Executed notebooks**: each chapter's notebook with the outputs of its execution, with
    a first cell that installs the library, is published under ``_notebooks/``; the download
    button and the Colab button of chapter pages point at it (Colab through the branch
    ``nnapprox_notebooks_branch`` of the repository, which must hold the published site).
@@ -84,9 +84,7 @@ def sync_execution_cache(cache: Path, key: str | None = None) -> str:
 def _on_config_inited(app: Sphinx, config) -> None:
     key = execution_key()
     config.nnapprox_execution_key = key
-    cache = Path(config.nb_execution_cache_path or (Path(app.outdir).parent / ".jupyter_cache"))
-    if not cache.is_absolute():
-        cache = Path(app.confdir) / cache
+    cache = _cache_dir(app)
     sync_execution_cache(cache, key)
     if os.environ.get("NNAPPROX_REQUIRE_CACHE", "0") not in ("", "0"):
         missing = uncached_notebooks(cache, toc_notebook_paths())
@@ -499,20 +497,36 @@ def _copy_mathjax(app: Sphinx) -> None:
         shutil.copytree(source, target, dirs_exist_ok=True)
 
 
-def _executed_notebook(app: Sphinx, docname: str) -> Path | None:
-    """The notebook myst-nb executed for ``docname`` (``_build/jupyter_execute``), if any."""
-    path = Path(app.outdir).parent.joinpath("jupyter_execute", *f"{docname}.ipynb".split("/"))
-    return path if path.exists() else None
+def _cache_dir(app: Sphinx) -> Path:
+    cache = Path(app.config.nb_execution_cache_path or (Path(app.outdir).parent / ".jupyter_cache"))
+    return cache if cache.is_absolute() else Path(app.confdir) / cache
 
 
-def publish_notebook(executed: Path, target: Path, repository_url: str) -> Path:
-    """Write the executed notebook, outputs included, with the install cell first."""
+def executed_notebook(app: Sphinx, path: Path):
+    """The chapter with the outputs of its execution in the book's jupyter-cache, or ``None``.
+
+    (myst-nb's own copy under ``_build/jupyter_execute`` lacks the outputs when they come
+    from the cache: it writes the notebook it read, not the merged one.)"""
+    import jupytext
+    from jupyter_cache import get_cache
+
+    cache = _cache_dir(app)
+    if not cache.exists():
+        return None
+    try:
+        _, merged = get_cache(str(cache)).merge_match_into_notebook(jupytext.read(path))
+    except KeyError:
+        return None
+    return merged
+
+
+def publish_notebook(notebook, target: Path, repository_url: str) -> Path:
+    """Write an executed notebook, outputs included, with the install cell first."""
     import nbformat
 
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from export_notebooks import install_cell
 
-    notebook = nbformat.read(executed, as_version=4)
     notebook.metadata.pop("jupytext", None)
     notebook.cells.insert(0, install_cell(repository_url))
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -523,22 +537,21 @@ def publish_notebook(executed: Path, target: Path, repository_url: str) -> Path:
 def _publish_notebooks(app: Sphinx) -> None:
     """Put each chapter's executed notebook (with outputs and the install cell) under the
     site's ``_notebooks/``, where the download link and the Colab button point. A chapter
-    that myst-nb did not execute in this build directory falls back on the plain export of
-    ``make notebooks`` (no outputs)."""
+    with no execution in the cache falls back on the plain export of ``make notebooks``
+    (no outputs)."""
     if app.builder.format != "html":
         return
     target = Path(app.outdir) / "_notebooks"
     repository_url = _repository_url(app)
     for path in toc_notebook_paths():
-        docname = path.relative_to(ROOT).with_suffix("").as_posix()
-        executed = _executed_notebook(app, docname)
-        if executed is not None:
-            publish_notebook(executed, target / f"{path.stem}.ipynb", repository_url)
+        notebook = executed_notebook(app, path)
+        if notebook is not None:
+            publish_notebook(notebook, target / f"{path.stem}.ipynb", repository_url)
         elif (NOTEBOOKS / f"{path.stem}.ipynb").exists():
             target.mkdir(exist_ok=True)
             shutil.copy2(NOTEBOOKS / f"{path.stem}.ipynb", target / f"{path.stem}.ipynb")
-            logger.info(f"[nnapprox] {path.stem}: no executed notebook, the download has "
-                           "no outputs")
+            logger.info(f"[nnapprox] {path.stem}: no execution in the cache, the download has "
+                        "no outputs")
 
 
 def _repository_url(app: Sphinx) -> str:
