@@ -276,26 +276,30 @@ class Claims:
         return claim.passed
 
     # ------------------------------------------------------------------ sections
-    def section_status(self, *, display: bool = True) -> str:
+    def section_status(self, *, display: bool = True) -> str | None:
         """The one-line status of the claims recorded since the previous call.
 
-        E.g. "Status: 2 findings hold, and their foils fail (1 code check passes)." Shown as
-        Markdown in a notebook when ``display``; returned either way.
+        E.g. "Status: 2 findings hold; their foils fail; 1 code check passes." With ``display``
+        it is shown as Markdown in a notebook (printed elsewhere) and ``None`` is returned, so
+        that a notebook cell shows it once; with ``display=False`` the line is returned.
         """
         mine = [asdict(c) for c in self.records[self._section_start:]]
         self._section_start = len(self.records)
         text = "Status: " + status_line(mine) + "."
-        if display:
-            try:
-                from IPython import get_ipython
-                from IPython.display import Markdown
-                from IPython.display import display as show
+        if not display:
+            return text
+        try:
+            from IPython import get_ipython
+            from IPython.display import Markdown
+            from IPython.display import display as show
 
-                if get_ipython() is not None:
-                    show(Markdown(f"*{text}*"))
-            except ImportError:  # pragma: no cover - IPython is always there in the book env
-                pass
-        return text
+            if get_ipython() is not None:
+                show(Markdown(f"*{text}*"))
+                return None
+        except ImportError:  # pragma: no cover - IPython is always there in the book env
+            pass
+        print(text)
+        return None
 
     # ------------------------------------------------------------------ reporting
     @property
@@ -516,8 +520,10 @@ def status_line(claims: Sequence[dict]) -> str:
             named = sum(c.get("foil") is not None for c in findings)
             if named == n:
                 parts.append("its foil fails" if one else "their foils fail")
+            elif named == 1:
+                parts.append("1 names a foil, and it fails")
             elif named:
-                parts.append(f"{named} of their foils named, and these fail")
+                parts.append(f"{named} name foils, and they fail")
     if checks:
         n, bad = len(checks), sum(not c.get("passed") for c in checks)
         parts.append(f"{bad} of {n} code checks fail" if bad else
