@@ -117,8 +117,10 @@ def test_a_tv_claim_can_fail():
     claims = nnapprox.Claims()
     sd = float(tv_null.std())
     assert not claims.check("wrong sampler", tv_distance(wrong, p) - float(tv_null.mean()), "<=", 4 * sd,
-                            kind="empirical", basis="statistical", se=sd, k=4.0, source="test")
+                            kind="empirical", basis="statistical", se=sd, k=4.0, source="test",
+                            foil=("a wrong formula", 1e9))
     assert claims.failed
     exact = sample_exact(A, 2000, g)
     assert claims.check("exact sampler", tv_distance(exact, p) - float(tv_null.mean()), "<=", 4 * sd,
-                        kind="empirical", basis="statistical", se=sd, k=4.0, source="test")
+                        kind="empirical", basis="statistical", se=sd, k=4.0, source="test",
+                            foil=("a wrong formula", 1e9))

@@ -50,7 +50,8 @@ def test_a_wrong_prediction_fails_the_claim():
     wrong_z = (r["mean"] - r["predicted"] / 2) / r["se"]
     assert abs(r["z"]) <= 4.0
     claims = nnapprox.Claims()
-    assert not claims.check("wrong factorisation", value=abs(wrong_z), op="<=", threshold=4.0, kind="empirical", basis="derived", source="test")
+    assert not claims.check("wrong factorisation", value=abs(wrong_z), op="<=", threshold=4.0, kind="empirical", basis="derived", source="test",
+                            foil=("a wrong factorisation", 1e9))
 
 
 def test_train_decomposition_shapes_and_validation():

@@ -152,7 +152,8 @@ def test_claim_style_check_can_fail():
     claims = Claims()
     x = np.logspace(1, 4, 10)
     wrong = fit_loglog(x, x**-0.9).slope  # deliberately the wrong exponent
-    assert not claims.check("N-slope", value=wrong, op="in", threshold=(-0.53, -0.47), kind="empirical", basis="convention", source="test")
+    assert not claims.check("N-slope", value=wrong, op="in", threshold=(-0.53, -0.47), kind="empirical", basis="convention", source="test",
+                            foil=("a flat curve", 0.0))
 
 
 def test_sample_chinchilla_runs_noiseless_and_in_range():
