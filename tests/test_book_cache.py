@@ -39,7 +39,8 @@ def test_execution_key_includes_the_profile(monkeypatch):
 def _init(tmp_path, key):
     cache = tmp_path / "_build" / ".jupyter_cache"
     config = types.SimpleNamespace(nb_execution_cache_path=str(cache), nnapprox_execution_key="")
-    app = types.SimpleNamespace(outdir=str(tmp_path / "_build" / "html"), confdir=str(tmp_path))
+    app = types.SimpleNamespace(outdir=str(tmp_path / "_build" / "html"), confdir=str(tmp_path),
+                                config=config)
     ext.execution_key = lambda: key  # noqa: the function under test reads the key from here
     ext._on_config_inited(app, config)
     return cache, config
