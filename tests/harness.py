@@ -6,6 +6,9 @@ Used by ``tests/test_chapters.py`` (one test per notebook in ``_toc.yml``) and b
     python tests/harness.py                       # every chapter, quick profile, CPU
     python tests/harness.py intro --profile full --device cuda
     python tests/harness.py icl --profile full --set gpt_steps=30 --set relu_steps=60   # smoke run
+    python tests/harness.py --jobs 2                  # two chapters at a time, one thread each
+    python tests/harness.py --book --jobs 2           # what the book executes, into its cache
+    python tests/harness.py --profile full --device cuda --executor slurm --gpus 1 --time-min 60
 
 Each chapter (a MyST-Markdown notebook) is converted to ``.ipynb`` with jupytext, executed
 by papermill in a fresh kernel with the parameters ``profile``, ``device`` and ``seed``,
@@ -17,11 +20,19 @@ When a run uses exactly the parameters the book would use on this machine (the c
 defaults: ``profile="auto"`` and ``device="auto"`` resolved here, its default ``seed``), the
 executed notebook is also stored in the book's execution cache, so a following
 ``jupyter-book build`` does not execute that chapter again (see :func:`prime_cache`).
+
+Several chapters run at once with ``--jobs N`` (each gets ``OMP_NUM_THREADS`` = cores / N),
+or as one Slurm job each with ``--executor slurm`` (through submitit; the repository must be
+on a file system the cluster's nodes share). Either way the process that started them
+collects the results, stores the book's runs in the execution cache and writes the reports,
+exactly as a serial run does.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import fcntl
 import json
 import os
 import signal
@@ -62,6 +73,7 @@ class ChapterResult:
     primed: bool = False
     executed: str = ""
     slowest_cells: list[dict] = field(default_factory=list)
+    book_run: bool = False  # the run the book would make on the machine that ran it (see prime_cache)
 
     @property
     def budget(self) -> float:
@@ -133,6 +145,7 @@ def run_chapter(
     settings: dict | None = None,
     work_dir: Path | None = None,
     prime_book_cache: bool = True,
+    threads: int | None = None,
 ) -> ChapterResult:
     """Execute one chapter in a fresh kernel and read back its claims record.
 
@@ -148,6 +161,9 @@ def run_chapter(
     Executed notebooks go to ``_build/executed`` and claims to ``_build/reports/claims``,
     or both to ``work_dir`` when given (tests of failure modes use a temporary one so the
     book's records are not overwritten).
+
+    ``threads`` sets ``OMP_NUM_THREADS`` (and MKL's) for the chapter's kernel, so that
+    chapters running side by side do not oversubscribe the cores.
     """
     import jupytext
 
@@ -182,6 +198,8 @@ def run_chapter(
            "MPLBACKEND": "module://matplotlib_inline.backend_inline",  # figures into the notebook
            "PYTHONWARNINGS": os.environ.get("PYTHONWARNINGS", "ignore::DeprecationWarning")}
     env.pop("NNAPPROX_SETTINGS", None)
+    if threads is not None:
+        env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(int(threads))
     if settings:
         env["NNAPPROX_SETTINGS"] = json.dumps(settings)
     start = time.perf_counter()
@@ -230,10 +248,96 @@ def run_chapter(
     if not result.error and result.failed_claims:
         result.error = "failed claims: " + "; ".join(result.failed_claims)
     result.ok = not result.error
-    if result.ok and prime_book_cache and work_dir is None and not parameters and not settings:
-        result.primed = prime_cache(path, out_nb, profile=profile, device=device, seed=seed,
-                                    seconds=result.wall_seconds)
+    if result.ok and work_dir is None and not parameters and not settings:
+        result.book_run = is_book_run(path, profile=profile, device=device, seed=seed)
+        if prime_book_cache and result.book_run:
+            result.primed = store_in_cache(path, out_nb, seconds=result.wall_seconds)
     return result
+
+
+def run_chapter_job(source: str, **kwargs) -> dict:
+    """:func:`run_chapter` as an executor's job: the chapter by its path, the result as a dict.
+
+    The job never writes the book's execution cache (one SQLite database, which jobs on other
+    machines must not write at once): the process that collects the results stores them.
+    """
+    return asdict(run_chapter(Path(source), prime_book_cache=False, **kwargs))
+
+
+def run_chapters(
+    paths: list[Path],
+    *,
+    profile: str = "quick",
+    device: str = "cpu",
+    seed: int = 0,
+    seeds: dict[str, int] | None = None,
+    jobs: int = 1,
+    executor: str = "local",
+    cluster=None,
+    timeout: float | None = None,
+    cell_timeout: float | None = None,
+    work_dir: Path | None = None,
+    on_result=None,
+) -> list[ChapterResult]:
+    """Run ``paths`` ``jobs`` at a time (or as Slurm jobs); results in the order of ``paths``.
+
+    Each chapter gets ``OMP_NUM_THREADS`` = cores // jobs locally, or the job's CPUs on a
+    cluster. ``seeds`` gives a chapter's own seed by stem (default ``seed``). The book's runs
+    are stored in the execution cache here, one at a time, as they finish; ``on_result`` is
+    called with each result as it arrives (progress lines).
+    """
+    from nnapprox import runtime
+
+    runtime.check_executor(executor)
+    jobs = runtime.check_jobs(jobs)
+    cluster = cluster or runtime.Cluster()
+    threads = runtime.threads_per_job(jobs) if executor == "local" else cluster.cpus
+    results: list[ChapterResult | None] = [None] * len(paths)
+    if not paths:
+        return []
+    if executor == "local" and jobs == 1:  # the serial path: no pool, same code as before
+        stream = ((i, asdict(run_chapter(p, profile=profile, device=device, seed=(seeds or {}).get(p.stem, seed),
+                                         timeout=timeout, cell_timeout=cell_timeout, work_dir=work_dir,
+                                         prime_book_cache=False, threads=threads)))
+                  for i, p in enumerate(paths))
+    else:
+        calls = [dict(source=str(p), profile=profile, device=device, seed=(seeds or {}).get(p.stem, seed),
+                      timeout=timeout, cell_timeout=cell_timeout, threads=threads,
+                      work_dir=str(work_dir) if work_dir else None) for p in paths]
+        stream = runtime.map_jobs("harness:run_chapter_job", calls, executor=executor, jobs=jobs,
+                                  folder=BUILD / "submitit" / "chapters", cluster=cluster, name="nnapprox-chapters",
+                                  path=[str(ROOT / "tests")])
+    for i, outcome in stream:
+        path = paths[i]
+        if isinstance(outcome, BaseException):
+            r = ChapterResult(path.stem, str(path.relative_to(ROOT)), profile, device,
+                              (seeds or {}).get(path.stem, seed), error=f"the job failed: {_last_lines(outcome)}")
+        else:
+            r = ChapterResult(**{k: v for k, v in outcome.items() if k in ChapterResult.__dataclass_fields__})
+        if r.ok and r.book_run and r.executed:
+            r.primed = store_in_cache(path, Path(r.executed), seconds=r.wall_seconds)
+        results[i] = r
+        if on_result:
+            on_result(r)
+    return results
+
+
+def _last_lines(error: BaseException, n: int = 6) -> str:
+    lines = [line for line in str(error).splitlines() if line.strip()]
+    return "\n".join(lines[-n:]) or type(error).__name__
+
+
+@contextlib.contextmanager
+def locked(name: str):
+    """An exclusive lock on ``_build/.lock-<name>`` for the block: parallel test workers and the
+    harness take turns writing the shared reports and the execution cache."""
+    BUILD.mkdir(parents=True, exist_ok=True)
+    with open(BUILD / f".lock-{name}", "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 # --------------------------------------------------------------------------- book cache
@@ -262,15 +366,51 @@ def default_parameters(path: Path) -> dict:
     return {}
 
 
+def is_book_run(path: Path, *, profile: str, device: str, seed: int) -> bool:
+    """Whether a run with these parameters is the run the book makes of ``path`` on this machine.
+
+    The book executes each chapter with its default parameters (``profile="auto"``,
+    ``device="auto"``, ``seed`` as written): the run is the same if they resolve to exactly
+    ``profile``, ``device`` and ``seed`` here. Evaluated where the chapter ran (a GPU node).
+    """
+    import nnapprox
+
+    defaults = default_parameters(path)
+    try:
+        return (nnapprox.resolve_profile(defaults.get("profile", "auto")) == profile
+                and str(nnapprox.resolve_device(defaults.get("device", "auto"))) == device
+                and defaults.get("seed", 0) == seed)
+    except ValueError:
+        return False
+
+
+def book_parameters(path: Path) -> dict:
+    """The chapter's default parameters resolved on this machine: what the book runs."""
+    import nnapprox
+
+    defaults = default_parameters(path)
+    return {"profile": nnapprox.resolve_profile(defaults.get("profile", "auto")),
+            "device": str(nnapprox.resolve_device(defaults.get("device", "auto"))),
+            "seed": defaults.get("seed", 0)}
+
+
 def prime_cache(path: Path, executed: Path, *, profile: str, device: str, seed: int, seconds: float) -> bool:
     """Store a papermill execution in the book's execution cache, when it is the same run.
 
-    The book executes each chapter with its default parameters (``profile="auto"``,
-    ``device="auto"``, ``seed`` as written). If this run's parameters resolve to exactly those
-    on this machine, the executed notebook (minus papermill's injected cell) is what the book
-    build would compute, so ``jupyter-book build`` can take it from the cache instead of
-    executing the chapter a second time. Returns whether the cache was primed.
+    If this run's parameters are the book's on this machine (:func:`is_book_run`), the
+    executed notebook (minus papermill's injected cell) is what the book build would compute,
+    so ``jupyter-book build`` can take it from the cache instead of executing the chapter a
+    second time. Returns whether the cache was primed.
     """
+    if not is_book_run(path, profile=profile, device=device, seed=seed):
+        return False
+    return store_in_cache(path, executed, seconds=seconds)
+
+
+def store_in_cache(path: Path, executed: Path, *, seconds: float) -> bool:
+    """Put the outputs of the executed notebook into the book's execution cache under the
+    chapter's own source (papermill's injected cell left out); ``False`` if the cells differ
+    or the book stack is not installed. One writer at a time (:func:`locked`)."""
     import jupytext
     import nbformat
 
@@ -280,17 +420,6 @@ def prime_cache(path: Path, executed: Path, *, profile: str, device: str, seed: 
     except ImportError:  # chapters only (no book stack installed, e.g. a bare GPU box): nothing to prime
         return False
 
-    import nnapprox
-
-    defaults = default_parameters(path)
-    try:
-        same = (nnapprox.resolve_profile(defaults.get("profile", "auto")) == profile
-                and str(nnapprox.resolve_device(defaults.get("device", "auto"))) == device
-                and defaults.get("seed", 0) == seed)
-    except ValueError:
-        return False
-    if not same:
-        return False
     executed_nb = nbformat.read(executed, as_version=4)
     ran = [c for c in executed_nb.cells if "injected-parameters" not in c.metadata.get("tags", [])]
     notebook = jupytext.read(path)
@@ -301,11 +430,21 @@ def prime_cache(path: Path, executed: Path, *, profile: str, device: str, seed: 
             cell.outputs = done.get("outputs", [])
             cell.execution_count = done.get("execution_count")
     cache_dir = BUILD / ".jupyter_cache"
-    _book_extension().sync_execution_cache(cache_dir)
-    cache = get_cache(str(cache_dir))
-    cache.cache_notebook_bundle(CacheBundleIn(notebook, str(path), data={"execution_seconds": seconds}),
-                                check_validity=False, overwrite=True)
+    with locked("jupyter-cache"):
+        _book_extension().sync_execution_cache(cache_dir)
+        cache = get_cache(str(cache_dir))
+        cache.cache_notebook_bundle(CacheBundleIn(notebook, str(path), data={"execution_seconds": seconds}),
+                                    check_validity=False, overwrite=True)
     return True
+
+
+def uncached_for_book(paths: list[Path]) -> list[Path]:
+    """Those of ``paths`` without an execution in the book's cache for the current library and profile."""
+    ext = _book_extension()
+    cache_dir = BUILD / ".jupyter_cache"
+    with locked("jupyter-cache"):
+        ext.sync_execution_cache(cache_dir)
+        return ext.uncached_notebooks(cache_dir, paths)
 
 
 SLOWEST_CELLS = 5
@@ -358,30 +497,54 @@ def _papermill_error(stderr: str, out_nb: Path) -> str:
 
 
 # --------------------------------------------------------------------------- reports
-def write_reports(results: list[ChapterResult]) -> None:
-    """Merge ``results`` into ``_build/reports/chapters.{json,md}`` (keyed by chapter)."""
+def failure_kind(error: str) -> str:
+    """What kind of failure an error message describes: ``claim``, ``device``, ``dtype``,
+    ``timeout`` or ``error`` (anything else); ``""`` for no error. The CUDA smoke report
+    counts them, since a device or dtype error is a defect of the library, not of a claim."""
+    text = error.lower()
+    if not text:
+        return ""
+    if text.startswith("failed claims") or "claimerror" in text:
+        return "claim"
+    if text.startswith(("timed out after", "a cell ran past")):
+        return "timeout"
+    if ("same device" in text or "device mismatch" in text or "device type" in text
+            or ("cuda" in text and "cpu" in text and "tensor" in text)):
+        return "device"
+    if "dtype" in text or "scalar type" in text or ("found double" in text or "found float" in text):
+        return "dtype"
+    return "error"
+
+
+def write_reports(results: list[ChapterResult], name: str = "chapters") -> None:
+    """Merge ``results`` into ``_build/reports/<name>.{json,md}`` (keyed by chapter).
+
+    Parallel test workers each merge their own chapter: the read, merge and write happen
+    under a lock, so no result is lost."""
     REPORTS.mkdir(parents=True, exist_ok=True)
-    path = REPORTS / "chapters.json"
-    merged: dict[str, dict] = {}
-    if path.exists():
-        merged = {r["chapter"]: r for r in json.loads(path.read_text())}
-    for r in results:
-        merged[r.chapter] = {**asdict(r), "budget_seconds": r.budget}
-    order = [p.stem for p in toc_notebooks()]
-    rows = sorted(merged.values(), key=lambda r: order.index(r["chapter"]) if r["chapter"] in order else 99)
-    path.write_text(json.dumps(rows, indent=1) + "\n")
-    lines = ["| chapter | profile | device | seed | seconds | budget | claims passed | status | slowest cells |",
-             "|---|---|---|---|---|---|---|---|---|"]
-    for r in rows:
-        over = " (over budget)" if r["wall_seconds"] > r["budget_seconds"] else ""
-        status = "ok" if r["ok"] else "FAILED: " + r["error"].splitlines()[0][:120].replace("|", "/")
-        profile = r["profile"] + (" (changed: " + ", ".join(f"{k}={v}" for k, v in r.get("changed", {}).items()) + ")"
-                                  if r.get("changed") else "")
-        lines.append(f"| {r['chapter']} | {profile} | {r['device']} | {r['seed']} | "
-                     f"{r['wall_seconds']:.1f}{over} | {r['budget_seconds']:.0f} | "
-                     f"{r['claims_passed']}/{r['claims_total']} | {status} | "
-                     f"{format_cells(r.get('slowest_cells', [])).replace('|', '/')} |")
-    (REPORTS / "chapters.md").write_text("\n".join(lines) + "\n")
+    path = REPORTS / f"{name}.json"
+    with locked(f"report-{name}"):
+        merged: dict[str, dict] = {}
+        if path.exists():
+            merged = {r["chapter"]: r for r in json.loads(path.read_text())}
+        for r in results:
+            merged[r.chapter] = {**asdict(r), "budget_seconds": r.budget, "failure": failure_kind(r.error)}
+        order = [p.stem for p in toc_notebooks()]
+        rows = sorted(merged.values(), key=lambda r: order.index(r["chapter"]) if r["chapter"] in order else 99)
+        path.write_text(json.dumps(rows, indent=1) + "\n")
+        lines = ["| chapter | profile | device | seed | seconds | budget | claims passed | status | slowest cells |",
+                 "|---|---|---|---|---|---|---|---|---|"]
+        for r in rows:
+            over = " (over budget)" if r["wall_seconds"] > r["budget_seconds"] else ""
+            kind = r.get("failure") or failure_kind(r["error"])
+            status = "ok" if r["ok"] else f"FAILED ({kind}): " + r["error"].splitlines()[0][:120].replace("|", "/")
+            profile = r["profile"] + (" (changed: " + ", ".join(f"{k}={v}" for k, v in r.get("changed", {}).items())
+                                      + ")" if r.get("changed") else "")
+            lines.append(f"| {r['chapter']} | {profile} | {r['device']} | {r['seed']} | "
+                         f"{r['wall_seconds']:.1f}{over} | {r['budget_seconds']:.0f} | "
+                         f"{r['claims_passed']}/{r['claims_total']} | {status} | "
+                         f"{format_cells(r.get('slowest_cells', [])).replace('|', '/')} |")
+        (REPORTS / f"{name}.md").write_text("\n".join(lines) + "\n")
 
 
 def progress_line(r: ChapterResult) -> str:
@@ -389,6 +552,44 @@ def progress_line(r: ChapterResult) -> str:
     changed = "".join(f", {k}={v}" for k, v in r.changed.items())
     return (f"{r.chapter:<12} {r.wall_seconds:7.1f} s   claims {r.claims_passed}/{r.claims_total}   "
             f"[{r.profile}{changed}, {r.device}, seed {r.seed}]   {status}")
+
+
+def add_executor_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--jobs``, ``--executor`` and the Slurm resources (shared with ``tests/seeds.py``)."""
+    parser.add_argument("--jobs", default="1", help="how many run at once with --executor local (default 1)")
+    parser.add_argument("--executor", default="local",
+                        help="local (this machine), slurm (one job each, through submitit) or submitit-local "
+                             "(the Slurm path with submitit's local executor)")
+    slurm = parser.add_argument_group("Slurm (--executor slurm)")
+    slurm.add_argument("--partition", default="", help="partition (default: the cluster's)")
+    slurm.add_argument("--time-min", type=int, default=60, help="time limit of each job in minutes (default 60)")
+    slurm.add_argument("--gpus", type=int, default=None, help="GPUs per job (default 1 with --device cuda, else 0)")
+    slurm.add_argument("--cpus", type=int, default=4, help="CPUs per job, also its thread count (default 4)")
+    slurm.add_argument("--mem-gb", type=float, default=None, help="memory per job in GB (default: the cluster's)")
+    slurm.add_argument("--sbatch", action="append", default=[], metavar="KEY=VALUE",
+                       help="any other sbatch option, e.g. --sbatch account=lab --sbatch qos=high")
+
+
+def executor_settings(parser: argparse.ArgumentParser, args, device: str = "cpu"):
+    """``(jobs, executor, cluster)`` from the parsed arguments; bad values stop with ``parser.error``
+    (exit 2) naming what is valid, before anything runs."""
+    from nnapprox import runtime
+
+    try:
+        jobs = runtime.check_jobs(args.jobs)
+        executor = runtime.check_executor(args.executor)
+        extra = {}
+        for item in args.sbatch:
+            key, sep, value = item.partition("=")
+            if not sep or not key:
+                raise ValueError(f"--sbatch takes KEY=VALUE, got {item!r}")
+            extra[key] = value
+        gpus = args.gpus if args.gpus is not None else (1 if device.startswith("cuda") else 0)
+        cluster = runtime.Cluster(partition=args.partition, time_min=args.time_min, gpus=gpus, cpus=args.cpus,
+                                  mem_gb=args.mem_gb, extra=extra)
+    except ValueError as error:
+        parser.error(str(error))
+    return jobs, executor, cluster
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -403,7 +604,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="replace one setting of the profile (VALUE read as JSON, else as a string); "
                              "repeatable; a smoke run, e.g. --profile full --set n_steps=50")
+    parser.add_argument("--book", action="store_true",
+                        help="run what the book executes (each chapter's default parameters resolved here) "
+                             "for the chapters without a current execution in the book's cache, and store them")
+    parser.add_argument("--report", default="chapters", metavar="NAME",
+                        help="write _build/reports/NAME.{json,md}; a name other than 'chapters' keeps its "
+                             "executed notebooks and claims in _build/NAME (e.g. cuda-smoke)")
+    add_executor_arguments(parser)
     args = parser.parse_args(argv)
+    jobs, executor, cluster = executor_settings(parser, args, args.device)
+    if not args.report.replace("-", "").replace("_", "").isalnum():
+        parser.error(f"--report takes a plain name such as cuda-smoke, got {args.report!r}")
     settings = {}
     for item in args.set:
         key, sep, value = item.partition("=")
@@ -413,23 +624,72 @@ def main(argv: list[str] | None = None) -> int:
             settings[key] = json.loads(value)
         except json.JSONDecodeError:
             settings[key] = value
+    if args.book and (settings or args.report != "chapters" or args.names):
+        parser.error("--book runs every chapter with the book's parameters: it takes no chapter names, "
+                     "--set or --report")
     paths = [find_chapter(n) for n in args.names] if args.names else toc_notebooks()
-    results = []
-    for path in paths:
-        r = run_chapter(path, profile=args.profile, device=args.device, seed=args.seed, timeout=args.timeout,
-                        cell_timeout=args.cell_timeout, settings=settings or None, work_dir=SMOKE if settings else None)
-        print(progress_line(r), flush=True)
-        if r.error:
-            print("    " + r.error.replace("\n", "\n    "), flush=True)
-        if r.slowest_cells and (r.error or r.wall_seconds > r.budget or args.profile != "quick"):
-            print("    slowest cells: " + format_cells(r.slowest_cells), flush=True)
-        results.append(r)
-    if settings:  # smoke runs stay out of the book's reports and claims records
+    if settings:  # a smoke run: serial, as before, and out of the book's records
+        results = []
+        for path in paths:
+            r = run_chapter(path, profile=args.profile, device=args.device, seed=args.seed, timeout=args.timeout,
+                            cell_timeout=args.cell_timeout, settings=settings, work_dir=SMOKE)
+            _print_result(r, args.profile)
+            results.append(r)
         print(f"smoke run: executed notebooks and claims records in {SMOKE}")
-    else:
-        write_reports(results)
-        print(f"reports: {REPORTS / 'chapters.md'}; executed notebooks: {EXECUTED}")
-    return 0 if all(r.ok for r in results) else 1
+        return 0 if all(r.ok for r in results) else 1
+    return run_and_report(paths, args, jobs=jobs, executor=executor, cluster=cluster)
+
+
+def run_and_report(paths: list[Path], args, *, jobs: int, executor: str, cluster) -> int:
+    """The command line's runs (after its checks): ``--book`` or the given profile, then the reports."""
+    profile, device, seeds = args.profile, args.device, None
+    if args.book:
+        require = os.environ.get("NNAPPROX_REQUIRE_CACHE", "0") not in ("", "0")
+        params = {p.stem: book_parameters(p) for p in paths}
+        kinds = {(v["profile"], v["device"]) for v in params.values()}
+        if len(kinds) != 1:
+            raise SystemExit(f"the chapters' default profiles/devices differ ({sorted(kinds)}): run them by hand")
+        (profile, device), seeds = kinds.pop(), {stem: v["seed"] for stem, v in params.items()}
+        cached = set(paths) - set(missing := uncached_for_book(paths))
+        if cached:
+            print(f"from the book's execution cache (library and sources unchanged): "
+                  f"{', '.join(p.stem for p in paths if p in cached)}")
+        if missing and require:
+            raise SystemExit("NNAPPROX_REQUIRE_CACHE is set, so nothing is executed here, but these chapters have no "
+                             f"execution in the cache: {', '.join(p.stem for p in missing)}")
+        paths = missing
+        if not paths:
+            return 0
+        print(f"executing for the book ({profile}, {device}), {jobs} at a time: {', '.join(p.stem for p in paths)}",
+              flush=True)
+    work_dir = None if args.report == "chapters" else BUILD / args.report
+    results = run_chapters(paths, profile=profile, device=device, seed=args.seed, seeds=seeds, jobs=jobs,
+                           executor=executor, cluster=cluster, timeout=args.timeout, cell_timeout=args.cell_timeout,
+                           work_dir=work_dir, on_result=lambda r: _print_result(r, profile))
+    if work_dir is not None:  # e.g. the CUDA smoke test: its own records, beside the book's
+        for r in results:
+            if r.ok and device != "auto":
+                ran_on = json.loads((work_dir / f"{r.chapter}.json").read_text()).get("device", "")
+                if ran_on.split(":")[0] != device.split(":")[0]:
+                    r.ok, r.error = False, f"device mismatch: asked for {device}, the claims record says {ran_on!r}"
+    write_reports(results, args.report)
+    print(f"reports: {REPORTS / (args.report + '.md')}; executed notebooks: {work_dir or EXECUTED}")
+    if args.book and any(r.ok and not r.primed for r in results):
+        print("note: not stored in the execution cache (the book will execute these itself): "
+              + ", ".join(r.chapter for r in results if r.ok and not r.primed))
+    failed = [r for r in results if not r.ok]
+    if failed:
+        print(f"{len(failed)} of {len(results)} chapters failed: "
+              + "; ".join(f"{r.chapter} ({failure_kind(r.error)})" for r in failed))
+    return 0 if not failed else 1
+
+
+def _print_result(r: ChapterResult, profile: str) -> None:
+    print(progress_line(r), flush=True)
+    if r.error:
+        print("    " + r.error.replace("\n", "\n    "), flush=True)
+    if r.slowest_cells and (r.error or r.wall_seconds > r.budget or profile != "quick"):
+        print("    slowest cells: " + format_cells(r.slowest_cells), flush=True)
 
 
 if __name__ == "__main__":

@@ -20,16 +20,28 @@ The environment variable ``NNAPPROX_SETTINGS`` (a JSON object, e.g. ``{"gpt_step
 Its use is a *smoke run*: the full profile's code paths with step counts cut, on a CPU. The
 claims record then names the changed settings next to the profile, so such a run is never
 mistaken for the profile itself.
+
+Executors
+---------
+:func:`map_jobs` runs many independent jobs (chapter executions, seed runs, checkpoint
+builds) through one of :data:`EXECUTORS`: ``local`` (a pool of processes on this machine,
+``jobs`` at a time), ``slurm`` (one Slurm job each, submitted through ``submitit``, with the
+resources of a :class:`Cluster`) or ``submitit-local`` (the same submission path, with
+submitit's local executor: tests and dry runs without a cluster).
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import random
+import shutil
+import sys
 import time
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from pathlib import Path
+from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -245,3 +257,141 @@ def claims_dir() -> str | None:
     """Directory named by ``NNAPPROX_CLAIMS_DIR``, or ``None``."""
     value = os.environ.get("NNAPPROX_CLAIMS_DIR")
     return value or None
+
+
+# --------------------------------------------------------------------------- executors
+EXECUTORS = ("local", "slurm", "submitit-local")
+
+
+def check_executor(executor: Any) -> str:
+    """``executor`` if it is one of :data:`EXECUTORS`, else a ``ValueError`` naming them."""
+    if executor not in EXECUTORS:
+        raise ValueError(f"unknown executor {executor!r}: valid executors are {', '.join(map(repr, EXECUTORS))}")
+    return executor
+
+
+def check_jobs(jobs: Any) -> int:
+    """``jobs`` as a positive integer (how many run at once), else a ``ValueError``."""
+    try:
+        value = int(str(jobs).strip())
+    except ValueError:
+        value = 0
+    if value < 1 or str(value) != str(jobs).strip():
+        raise ValueError(f"jobs must be a positive integer (how many run at once, e.g. 2), got {jobs!r}")
+    return value
+
+
+def threads_per_job(jobs: int, cores: int | None = None) -> int:
+    """CPU threads each of ``jobs`` concurrent jobs gets: ``cores // jobs``, at least one."""
+    cores = cores or os.cpu_count() or 1
+    return max(1, cores // check_jobs(jobs))
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """Resources of each Slurm job (``EXECUTOR=slurm``): partition, time limit, GPUs, CPUs.
+
+    ``extra`` holds any other ``sbatch`` option by its long name without dashes
+    (``{"account": "lab", "qos": "high"}``); ``cpus`` is also the thread count of the job.
+    """
+
+    partition: str = ""
+    time_min: int = 60
+    gpus: int = 0
+    cpus: int = 1
+    mem_gb: float | None = None
+    extra: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for name in ("time_min", "cpus"):
+            if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
+                raise ValueError(f"Cluster.{name} must be a positive integer, got {getattr(self, name)!r}")
+        if not isinstance(self.gpus, int) or self.gpus < 0:
+            raise ValueError(f"Cluster.gpus must be a non-negative integer, got {self.gpus!r}")
+
+
+def call(target: str, kwargs: Mapping[str, Any], path: Sequence[str] = ()) -> Any:
+    """Import ``"module:function"`` (after putting ``path`` first on ``sys.path``) and call it.
+
+    What an executor's job runs: the job pickles only this function (from the installed
+    library) and plain data, so a script's helpers such as ``tests/harness.py`` need not be
+    importable by name where the job was submitted from.
+    """
+    for folder in reversed(list(path)):
+        if folder not in sys.path:
+            sys.path.insert(0, folder)
+    module, _, name = target.partition(":")
+    return getattr(importlib.import_module(module), name)(**kwargs)
+
+
+def map_jobs(
+    target: str,
+    calls: Sequence[Mapping[str, Any]],
+    *,
+    executor: str = "local",
+    jobs: int = 1,
+    folder: str | Path = "_build/submitit",
+    cluster: Cluster | None = None,
+    name: str = "nnapprox",
+    path: Sequence[str] = (),
+) -> Iterator[tuple[int, Any]]:
+    """Run ``target(**kwargs)`` for every ``kwargs`` of ``calls``; yield ``(index, result)`` as each ends.
+
+    A job that raised yields its exception as the result (the others go on). ``local`` runs
+    ``jobs`` processes at a time on this machine; ``slurm`` and ``submitit-local`` submit one
+    job per call through submitit (an array job where the cluster allows), logs and pickles
+    under ``folder``, and wait for all of them.
+    """
+    check_executor(executor)
+    jobs = check_jobs(jobs)
+    if executor == "local":
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor, as_completed
+
+        with ProcessPoolExecutor(max_workers=min(jobs, max(1, len(calls))),
+                                 mp_context=multiprocessing.get_context("spawn")) as pool:
+            futures = {pool.submit(call, target, dict(kw), list(path)): i for i, kw in enumerate(calls)}
+            try:
+                for future in as_completed(futures):
+                    error = future.exception()
+                    yield futures[future], error if error is not None else future.result()
+            except BaseException:
+                for future in futures:
+                    future.cancel()
+                raise
+        return
+    yield from _submitit_jobs(target, calls, executor=executor, folder=Path(folder), cluster=cluster or Cluster(),
+                              name=name, path=path)
+
+
+def _submitit_jobs(target, calls, *, executor, folder, cluster, name, path):
+    try:
+        import submitit
+    except ImportError:
+        raise RuntimeError(f"executor {executor!r} needs submitit: pip install 'nnapprox[cluster]'") from None
+    if executor == "slurm" and shutil.which("sbatch") is None:
+        raise RuntimeError("executor 'slurm' needs Slurm's sbatch on PATH: submit from a login node of the "
+                           "cluster, or use EXECUTOR=local")
+    ex = submitit.AutoExecutor(folder=folder, cluster="slurm" if executor == "slurm" else "local")
+    params: dict[str, Any] = {"name": name, "timeout_min": cluster.time_min, "cpus_per_task": cluster.cpus,
+                              "gpus_per_node": cluster.gpus, "tasks_per_node": 1, "nodes": 1}
+    if cluster.mem_gb is not None:
+        params["mem_gb"] = cluster.mem_gb
+    if executor == "slurm":
+        if cluster.partition:
+            params["slurm_partition"] = cluster.partition
+        if cluster.extra:
+            params["slurm_additional_parameters"] = dict(cluster.extra)
+    ex.update_parameters(**params)
+    if executor == "slurm":
+        with ex.batch():  # one array job
+            submitted = [ex.submit(call, target, dict(kw), list(path)) for kw in calls]
+    else:
+        submitted = [ex.submit(call, target, dict(kw), list(path)) for kw in calls]
+    index = {id(job): i for i, job in enumerate(submitted)}
+    print(f"submitted {len(submitted)} {executor} job(s) ({name}); logs under {folder}", flush=True)
+    for job in submitit.helpers.as_completed(submitted, poll_frequency=2 if executor != "slurm" else 30):
+        try:
+            yield index[id(job)], job.result()
+        except Exception as error:  # noqa: BLE001 - a failed job is that job's result
+            yield index[id(job)], error
