@@ -84,6 +84,40 @@ def variants(name: str) -> dict[int, dict]:
     return {}
 
 
+def forbidden(name: str) -> dict[str, list[str]]:
+    """Per question, the library functions it forbids: the master's ``# FORBIDDEN`` raw cell
+    (a YAML mapping from question names to dotted names, ``q1: [nnapprox.depth.sawtooth]``).
+
+    Every name must exist; the grader flags any reference to one (:mod:`.static`).
+    """
+    import importlib
+
+    import yaml
+
+    for cell in master_notebook(name).cells:
+        if cell.cell_type == "raw" and cell.source.lstrip().startswith("# FORBIDDEN"):
+            table = yaml.safe_load(cell.source.lstrip().partition("\n")[2]) or {}
+            if not isinstance(table, dict) or not all(isinstance(v, list) and all(isinstance(n, str) for n in v)
+                                                      for v in table.values()):
+                raise AssignmentError(f"{name}: '# FORBIDDEN' must map question names to lists of dotted names")
+            for q, names in table.items():
+                for full in names:
+                    module, _, attr = full.rpartition(".")
+                    try:
+                        ok = bool(module) and hasattr(importlib.import_module(module), attr)
+                    except ImportError:
+                        ok = False
+                    if not ok:
+                        raise AssignmentError(f"{name}: '# FORBIDDEN' names {full!r} for {q}, which does not exist "
+                                              "(write module.function, e.g. nnapprox.depth.sawtooth)")
+            return {str(q): list(v) for q, v in table.items()}
+    return {}
+
+
+def _drop_forbidden_cell(nb) -> None:
+    nb.cells = [c for c in nb.cells if not (c.cell_type == "raw" and c.source.lstrip().startswith("# FORBIDDEN"))]
+
+
 def _apply_variant(nb, name: str, variant: int | None) -> int | None:
     """Replace the ``# VARIANTS`` raw cell by ``VARIANT = {...}``; return the variant used."""
     import nbformat
@@ -203,6 +237,8 @@ def build_one(name: str, out: Path | str = BUILD, *, check: bool = True, quiet: 
     nb = master_notebook(name)
     nb.metadata.pop("jupytext", None)
     chosen = _apply_variant(nb, name, variant)
+    banned = forbidden(name)
+    _drop_forbidden_cell(nb)
     _show_question_points(nb)
     _self_contained(nb, work)
     nbformat.write(nb, work / f"{name}.ipynb")
@@ -226,6 +262,7 @@ def build_one(name: str, out: Path | str = BUILD, *, check: bool = True, quiet: 
         raise AssignmentError(f"otter assign wrote no autograder zip under {dest / 'autograder'}")
     manifest = release_manifest(name) | {"variant": chosen}
     (dest / "release.json").write_text(json.dumps(manifest, indent=1) + "\n")
+    (dest / "forbidden.json").write_text(json.dumps(banned, indent=1) + "\n")
     student = student_notebook(dest)
     snb = nbformat.read(student, as_version=4)
     snb.metadata["nnapprox"] = {"assignment": name, "release": manifest["release"], "variant": chosen}

@@ -31,9 +31,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import roster
+from . import roster, static
 from .build import (BUILD, AssignmentError, autograder_zip, build_one, check_release, master_path,
                     student_notebook)
+from .build import forbidden as build_forbidden
 
 STATUSES = ("ok", "error", "timeout")
 
@@ -53,6 +54,7 @@ class Row:
     flags: list[str] = field(default_factory=list)
     superseded: list[str] = field(default_factory=list)
     tests: dict[str, list[dict]] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
 
     @property
     def total(self) -> float:
@@ -122,10 +124,21 @@ def _limit_memory(memory_mb: float):
 
 
 def grade_submission(zip_path: Path | str, submission: Path | str, timeout: float,
-                     points: dict[str, float] | None = None, memory_mb: float | None = 4096.0) -> Row:
+                     points: dict[str, float] | None = None, memory_mb: float | None = 4096.0, *,
+                     handout: Path | str | None = None, cell_timeout: float | None = None,
+                     question_timeout: float | None = None) -> Row:
     """Grade one submission in a separate process with a wall-clock limit of ``timeout`` s
-    and an address-space limit of ``memory_mb`` MiB (``None``: no limit)."""
+    and an address-space limit of ``memory_mb`` MiB (``None``: no limit).
+
+    ``handout`` is the student notebook as handed out (default: the one next to the
+    autograder zip): its own cells are re-run when the answers are graded. A cell that runs
+    longer than ``cell_timeout`` s, or a question whose tests run longer than
+    ``question_timeout`` s, is stopped on its own (default: a third of ``timeout`` each).
+    """
     points = points if points is not None else question_points(zip_path)
+    handout = Path(handout) if handout is not None else student_notebook(Path(zip_path).resolve().parents[1])
+    cell_timeout = cell_timeout or timeout / 3
+    question_timeout = question_timeout or timeout / 3
     submission = Path(submission)
     row = Row(submission.name, "error", {q: 0.0 for q in points}, dict(points))
     env = dict(os.environ)
@@ -135,10 +148,13 @@ def grade_submission(zip_path: Path | str, submission: Path | str, timeout: floa
     with tempfile.TemporaryDirectory(prefix="nnapprox-grade-") as tmp:
         result_path = Path(tmp) / "result.json"
         log_path = Path(tmp) / "log.txt"
+        job = Path(tmp) / "job.json"
+        job.write_text(json.dumps({"autograder": str(Path(zip_path).resolve()), "submission": str(submission.resolve()),
+                                   "handout": str(handout.resolve()), "result": str(result_path),
+                                   "cell_timeout": cell_timeout, "question_timeout": question_timeout}))
         with open(log_path, "w") as log:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "nnapprox.assignments._worker",
-                 str(Path(zip_path).resolve()), str(submission.resolve()), str(result_path)],
+                [sys.executable, "-m", "nnapprox.assignments._worker", str(job)],
                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=tmp, env=env,
                 start_new_session=True, preexec_fn=_limit_memory(memory_mb) if memory_mb else None,
             )
@@ -165,6 +181,10 @@ def grade_submission(zip_path: Path | str, submission: Path | str, timeout: floa
         row.scores[name] = score
         row.possible[name] = possible
     row.tests = summary.get("tests", {})
+    for q, changed in sorted(summary.get("tampered", {}).items()):
+        row.flags.append(f"{q} voided: changed {', '.join(changed[:3])}{' ...' if len(changed) > 3 else ''} "
+                         f"while graded")
+    row.problems = summary.get("problems", [])
     errors = summary["cell_errors"]
     if errors:
         row.status = "error"
@@ -262,16 +282,19 @@ def grade(name: str, folder: Path | str, *, timeout: float = 300.0, out: Path | 
     # hidden tests read their references from the notebook's VARIANT cell: a submission whose
     # cell differs from the handed-out one is graded on constants it chose, so it is flagged
     expected_variant = roster.variant_cell(roster.notebook_sources(student_notebook(built)))
+    banned = (json.loads((built / "forbidden.json").read_text()) if (built / "forbidden.json").exists()
+              else build_forbidden(name))
+    given = roster.notebook_sources(student_notebook(built))
 
     def one(sub: Path) -> Row:
-        row = grade_submission(zip_path, sub, timeout, points, memory_mb)
+        row = grade_submission(zip_path, sub, timeout, points, memory_mb, handout=student_notebook(built))
         for q, top in hand_possible.items():
             row.scores[q] = hand.get(sub.name, {}).get(q, 0.0)
             row.possible[q] = top
         row.student_id = roster.student_id(sub.name, regex)
         row.late_hours = roster.hours_late(sub, when)
         row.superseded = [p.name for p in superseded.get(sub, [])]
-        row.flags = [f"reassigns {attr}" for attr in roster.patched_attributes(roster.notebook_sources(sub))]
+        row.flags = static.flags(roster.notebook_sources(sub), banned, given) + row.flags
         if expected_variant is not None:
             got = roster.variant_cell(roster.notebook_sources(sub))
             if got != expected_variant:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import csv
 import html
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -59,33 +60,144 @@ def manual_questions(name: str) -> list[ManualQuestion]:
     return out
 
 
-def answers(path: Path, n_questions: int) -> list[str]:
-    """The answer text of each hand-graded question in a submission (empty when missing)."""
+BEGIN, END = "<!-- BEGIN QUESTION -->", "<!-- END QUESTION -->"
+
+
+def answer_cells(path: Path, n_questions: int, prompts: list[str] = ()) -> list[list[dict]]:
+    """Per hand-graded question, the cells of the student's answer, in order.
+
+    Everything between a question's ``<!-- BEGIN QUESTION -->`` marker and its ``<!-- END
+    QUESTION -->`` marker counts (cells the student added included; a marker may share a cell
+    with the previous question's end marker, as otter writes adjacent questions), except the
+    question's own prompt (the text after the begin marker in its cell, and any cell that is
+    part of ``prompts``, the questions' text in the master). Each cell is ``{"type":
+    "markdown" | "code", "source", "outputs", "attachments"}``.
+    """
     try:
         nb = roster._read_notebook(path)
     except Exception:  # noqa: BLE001 - an unreadable submission has no answers
         nb = None
-    found: list[str] = []
-    inside, current = False, []
+    known = {" ".join(p.split()) for prompt in prompts for p in prompt.split("\n\n") if p.strip()}
+    found: list[list[dict]] = []
+    current: list[dict] | None = None
     for cell in getattr(nb, "cells", None) or []:
         src = cell.source
-        if cell.cell_type == "markdown" and "<!-- BEGIN QUESTION -->" in src:
-            inside, current = True, []
+        if cell.cell_type == "markdown" and (BEGIN in src or END in src):
+            # walk the markers of this cell in order: END closes, BEGIN opens (its text is the prompt)
+            for marker in re.findall(re.escape(BEGIN) + "|" + re.escape(END), src):
+                if marker == END and current is not None:
+                    found.append(current)
+                    current = None
+                elif marker == BEGIN:
+                    if current is not None:  # a BEGIN without END: close the previous one
+                        found.append(current)
+                    current = []
             continue
-        if cell.cell_type == "markdown" and "<!-- END QUESTION -->" in src:
-            if inside:
-                found.append("\n\n".join(current).strip())
-            inside = False
+        if current is None:
             continue
-        if inside and "otter_answer_cell" in cell.metadata.get("tags", []):
-            current.append(src)
-    found += [""] * (n_questions - len(found))
+        tagged = "otter_answer_cell" in cell.metadata.get("tags", [])
+        if not tagged and " ".join(src.split()) in known:
+            continue  # part of the question's text
+        if cell.cell_type == "markdown" and not tagged and src.strip() == "_Type your answer here, replacing this text._":
+            continue
+        current.append({"type": cell.cell_type, "source": src, "outputs": list(cell.get("outputs", [])),
+                        "attachments": dict(cell.get("attachments") or {})})
+    if current is not None:
+        found.append(current)
+    found += [[] for _ in range(n_questions - len(found))]
     return found[:n_questions]
+
+
+def answers(path: Path, n_questions: int, prompts: list[str] = ()) -> list[str]:
+    """The answer text of each hand-graded question in a submission (empty when missing)."""
+    return ["\n\n".join(c["source"] for c in cells).strip()
+            for cells in answer_cells(path, n_questions, prompts)]
+
+
+_MATH = re.compile(r"\$\$.+?\$\$|\\\[.+?\\\]|\\\(.+?\\\)|(?<![\\$])\$[^$\n]+?\$", re.S)
+
+
+def render_markdown(text: str, attachments: dict | None = None) -> str:
+    """Markdown to HTML with the student's raw HTML escaped, math left for MathJax, and
+    ``attachment:`` images inlined."""
+    from markdown_it import MarkdownIt
+
+    maths: list[str] = []
+
+    def hold(m):
+        maths.append(m.group(0))
+        return f"@@MATH{len(maths) - 1}@@"
+
+    body = MarkdownIt("commonmark", {"html": False}).enable("table").render(_MATH.sub(hold, text))
+    body = re.sub(r"@@MATH(\d+)@@", lambda m: html.escape(maths[int(m.group(1))]), body)
+    for name, bundle in (attachments or {}).items():
+        for mime, data in bundle.items():
+            if mime.startswith("image/") and mime != "image/svg+xml":
+                body = body.replace(f'src="attachment:{html.escape(name)}"', f'src="data:{mime};base64,{data}"')
+    return body
+
+
+def render_cells(cells: list[dict]) -> str:
+    """One answer's cells as HTML: Markdown rendered, code with its text and image outputs."""
+    if not cells or all(not c["source"].strip() and not c["outputs"] for c in cells):
+        return "<p><em>(no answer)</em></p>"
+    parts = []
+    for c in cells:
+        if c["type"] == "markdown":
+            parts.append(f"<div class='md'>{render_markdown(c['source'], c['attachments'])}</div>")
+            continue
+        if c["type"] != "code":
+            parts.append(f"<pre>{html.escape(c['source'])}</pre>")
+            continue
+        parts.append(f"<pre class='code'>{html.escape(c['source'])}</pre>")
+        for out in c["outputs"]:
+            data = out.get("data", {})
+            if "image/png" in data or "image/jpeg" in data:
+                mime = "image/png" if "image/png" in data else "image/jpeg"
+                parts.append(f"<img alt='output' src='data:{mime};base64,{''.join(data[mime]).strip()}'>")
+            elif out.get("output_type") == "stream":
+                parts.append(f"<pre class='out'>{html.escape(''.join(out.get('text', '')))}</pre>")
+            elif "text/plain" in data:
+                parts.append(f"<pre class='out'>{html.escape(''.join(data['text/plain']))}</pre>")
+            elif out.get("output_type") == "error":
+                parts.append(f"<pre class='out'>{html.escape(str(out.get('ename')))}: "
+                             f"{html.escape(str(out.get('evalue')))}</pre>")
+    return "".join(parts)
+
+
+_STYLE = ("<style>body{font-family:sans-serif;max-width:60em;margin:auto;padding:1em}"
+          "section{border-top:1px solid #ccc;margin-top:1em}pre{white-space:pre-wrap}"
+          "pre.code{background:#f4f4f4;padding:.4em}pre.out{color:#333;border-left:3px solid #ccc;padding-left:.5em}"
+          "img{max-width:100%}</style>")
+
+
+def _copy_mathjax(out: Path) -> str:
+    """MathJax copied next to the pages (offline, as in the book); the script tag, or '' without it."""
+    import shutil
+
+    try:
+        import mathjax
+    except ImportError:
+        return ""
+    source = Path(mathjax.__file__).parent / "static" / "mathjax" / "es5"
+    target = out / "mathjax"
+    if not (target / "tex-chtml.js").exists():
+        (target / "output" / "chtml" / "fonts").mkdir(parents=True, exist_ok=True)
+        shutil.copy2(source / "tex-chtml.js", target / "tex-chtml.js")
+        shutil.copytree(source / "output" / "chtml" / "fonts" / "woff-v2",
+                        target / "output" / "chtml" / "fonts" / "woff-v2", dirs_exist_ok=True)
+    return ("<script>window.MathJax={tex:{inlineMath:[['$','$'],['\\\\(','\\\\)']]}};</script>"
+            "<script defer src='mathjax/tex-chtml.js'></script>")
 
 
 def collect(name: str, folder: Path | str, out: Path | str, *, anonymise: bool = False,
             id_regex: str | None = None) -> Path:
-    """Write the review pages and the ``manual-NAME.csv`` template; return the CSV's path."""
+    """Write the review pages and the ``manual-NAME.csv`` template; return the CSV's path.
+
+    With ``anonymise`` the pages and the template show labels ``S01, S02, ...`` only (the
+    template's ``submission`` column holds the label); the key from labels to files and IDs
+    is ``manual-NAME-key.csv``, which :func:`read_points` reads back.
+    """
     from .grade import submissions_in
 
     questions = manual_questions(name)
@@ -99,16 +211,16 @@ def collect(name: str, folder: Path | str, out: Path | str, *, anonymise: bool =
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     labels = {s: (f"S{i + 1:02d}" if anonymise else s.name) for i, s in enumerate(subs)}
-    texts = {s: answers(s, len(questions)) for s in subs}
+    cells = {s: answer_cells(s, len(questions), [q.prompt for q in questions]) for s in subs}
+    script = _copy_mathjax(out)
     for k, q in enumerate(questions):
         blocks = "".join(
-            f"<section><h2>{html.escape(labels[s])}</h2><pre style='white-space: pre-wrap'>"
-            f"{html.escape(texts[s][k] or '(no answer)')}</pre></section>" for s in subs)
+            f"<section><h2>{html.escape(labels[s])}</h2>{render_cells(cells[s][k])}</section>" for s in subs)
         (out / f"manual-{name}-{q.name}.html").write_text(
-            f"<!doctype html><meta charset='utf-8'><title>{html.escape(name)} {q.name}</title>"
+            f"<!doctype html><meta charset='utf-8'><title>{html.escape(name)} {q.name}</title>{_STYLE}{script}"
             f"<h1>{html.escape(name)}, {q.name} ({q.points:g} points)</h1>"
-            f"<h2>Question</h2><pre style='white-space: pre-wrap'>{html.escape(q.prompt)}</pre>"
-            f"<h2>Reference answer and rubric</h2><pre style='white-space: pre-wrap'>{html.escape(q.reference)}</pre>"
+            f"<h2>Question</h2>{render_markdown(q.prompt)}"
+            f"<h2>Reference answer and rubric</h2>{render_markdown(q.reference)}"
             f"<p>Full marks for an answer with the reference's key points; partial credit in "
             f"proportion to the points it makes correctly; none for restating the question.</p>"
             f"<hr>{blocks}")
@@ -118,15 +230,35 @@ def collect(name: str, folder: Path | str, out: Path | str, *, anonymise: bool =
         writer.writerow(["submission", "label", "student_id", *(q.name for q in questions), "comment"])
         for s in subs:
             sid = "" if anonymise else roster.student_id(s.name, regex)
-            writer.writerow([s.name, labels[s], sid, *([""] * len(questions)), ""])
+            writer.writerow([labels[s] if anonymise else s.name, labels[s], sid, *([""] * len(questions)), ""])
+    key = out / f"manual-{name}-key.csv"
     if anonymise:
-        key = out / f"manual-{name}-key.csv"
         with open(key, "w", newline="") as f:
             writer = csv.writer(f)
             writer.writerow(["label", "submission", "student_id"])
             for s in subs:
                 writer.writerow([labels[s], s.name, roster.student_id(s.name, regex)])
+    elif key.exists():
+        key.unlink()  # a key from an earlier anonymised run would relabel this template
     return csv_path
+
+
+def _key(path: Path, name: str) -> dict[str, str]:
+    """Label -> submission file from ``manual-NAME-key.csv`` next to the points file (empty without one)."""
+    key = path.parent / f"manual-{name}-key.csv"
+    if not key.exists():
+        return {}
+    with open(key, newline="") as f:
+        return {row["label"]: row["submission"] for row in csv.DictReader(f)}
+
+
+def read_comments(name: str, path: Path | str) -> dict[str, str]:
+    """The grader's comment per submission file from a filled ``manual-NAME.csv`` (empty ones left out)."""
+    path = Path(path)
+    key = _key(path, name)
+    with open(path, newline="") as f:
+        return {key.get(row["submission"], row["submission"]): row["comment"].strip()
+                for row in csv.DictReader(f) if (row.get("comment") or "").strip()}
 
 
 def read_points(name: str, path: Path | str) -> dict[str, dict[str, float]]:
@@ -140,6 +272,7 @@ def read_points(name: str, path: Path | str) -> dict[str, dict[str, float]]:
     if not path.exists():
         raise AssignmentError(f"manual points file not found: {path}")
     points: dict[str, dict[str, float]] = {}
+    key = _key(path, name)
     with open(path, newline="") as f:
         reader = csv.DictReader(f)
         missing = [c for c in ("submission", *questions) if c not in (reader.fieldnames or [])]
@@ -158,5 +291,5 @@ def read_points(name: str, path: Path | str) -> dict[str, dict[str, float]]:
                 if not 0 <= value <= top:
                     raise AssignmentError(f"{path}, line {i}, column {q}: {value:g} is outside 0 to {top:g} points")
                 entry[q] = value
-            points[row["submission"]] = entry
+            points[key.get(row["submission"], row["submission"])] = entry
     return points

@@ -1,0 +1,151 @@
+"""A student's answers as plain data: written in the student's kernel, read by the grader.
+
+:func:`dump` runs in the kernel after the submission's cells: every global whose value is
+plain data (numbers, strings, ``None``, lists, tuples and dicts of them, tensors, NumPy
+arrays and scalars) is written to a JSON file, tensors as their bytes; a module is written
+as its name (``D -> nnapprox.depth``) and a function imported from a library as its module
+and qualified name. Functions the notebook defines are *not* exported: the grader takes
+their source from the submission itself.
+
+:func:`load` reads that file back without executing anything the file names (no pickle),
+so whatever the student's kernel wrote, loading it cannot run the student's code.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+
+_SKIP = {"In", "Out", "exit", "quit", "get_ipython", "grader"}
+_MAX_DEPTH = 8
+_MAX_BYTES = 256 * 2**20  # answers larger than this in total are not exported
+
+
+class _TooBig(Exception):
+    pass
+
+
+def _encode(value, depth: int = 0, budget: list[int] | None = None):
+    """A JSON-able tagged form of ``value``; raises ``TypeError`` for anything not plain."""
+    import numpy as np
+    import torch
+
+    budget = budget if budget is not None else [_MAX_BYTES]
+    if depth > _MAX_DEPTH:
+        raise TypeError("nested too deeply")
+    kind = type(value)
+    if value is None or kind in (bool, int, str):
+        return {"t": kind.__name__ if value is not None else "none", "v": value}
+    if kind is float:
+        return {"t": "float", "v": repr(value)}
+    if kind is complex:
+        return {"t": "complex", "v": [repr(value.real), repr(value.imag)]}
+    if kind in (list, tuple):
+        return {"t": kind.__name__, "v": [_encode(v, depth + 1, budget) for v in value]}
+    if kind is dict:
+        return {"t": "dict", "v": [[_encode(k, depth + 1, budget), _encode(v, depth + 1, budget)]
+                                   for k, v in value.items()]}
+    if kind is torch.Size:
+        return {"t": "size", "v": [int(v) for v in value]}
+    if kind in (torch.Tensor, torch.nn.Parameter):
+        t = value.detach().cpu().contiguous()
+        budget[0] -= t.numel() * t.element_size()
+        if budget[0] < 0:
+            raise _TooBig
+        raw = t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b""
+        return {"t": "tensor", "dtype": str(t.dtype).removeprefix("torch."), "shape": list(t.shape),
+                "b64": base64.b64encode(raw).decode()}
+    if kind is np.ndarray and value.dtype.kind in "biufc":
+        a = np.ascontiguousarray(value)
+        budget[0] -= a.nbytes
+        if budget[0] < 0:
+            raise _TooBig
+        return {"t": "ndarray", "dtype": a.dtype.str, "shape": list(a.shape),
+                "b64": base64.b64encode(a.tobytes()).decode()}
+    if isinstance(value, np.generic) and type(value).__module__ == "numpy" and value.dtype.kind in "biufc":
+        return {"t": "npscalar", "dtype": value.dtype.str, "b64": base64.b64encode(value.tobytes()).decode()}
+    raise TypeError(f"not plain data: {kind.__module__}.{kind.__qualname__}")
+
+
+def _decode(obj):
+    import numpy as np
+    import torch
+
+    t = obj["t"]
+    if t in ("none", "bool", "int", "str"):
+        value = obj["v"]
+        expected = {"none": type(None), "bool": bool, "int": int, "str": str}[t]
+        if type(value) is not expected:
+            raise ValueError(f"malformed answers file: {t} entry holds {type(value).__name__}")
+        return value
+    if t == "float":
+        return float(obj["v"])
+    if t == "complex":
+        return complex(float(obj["v"][0]), float(obj["v"][1]))
+    if t == "list":
+        return [_decode(v) for v in obj["v"]]
+    if t == "tuple":
+        return tuple(_decode(v) for v in obj["v"])
+    if t == "dict":
+        return {_decode(k): _decode(v) for k, v in obj["v"]}
+    if t == "size":
+        return torch.Size([int(v) for v in obj["v"]])
+    if t == "tensor":
+        dtype = getattr(torch, obj["dtype"])
+        if not isinstance(dtype, torch.dtype):
+            raise ValueError(f"malformed answers file: {obj['dtype']!r} is not a torch dtype")
+        raw = bytearray(base64.b64decode(obj["b64"]))
+        flat = (torch.frombuffer(raw, dtype=torch.uint8).view(dtype) if raw
+                else torch.empty(0, dtype=dtype))
+        return flat.reshape(obj["shape"]).clone()
+    if t == "ndarray":
+        return np.frombuffer(base64.b64decode(obj["b64"]), dtype=np.dtype(obj["dtype"])).reshape(obj["shape"]).copy()
+    if t == "npscalar":
+        return np.frombuffer(base64.b64decode(obj["b64"]), dtype=np.dtype(obj["dtype"]))[0]
+    raise ValueError(f"malformed answers file: unknown entry type {t!r}")
+
+
+def dump(namespace: dict, path: str | Path) -> None:
+    """Write the plain values, modules and library functions of ``namespace`` to ``path``."""
+    import types
+
+    values, modules, imported, skipped = {}, {}, {}, {}
+    budget = [_MAX_BYTES]
+    for name, value in list(namespace.items()):
+        if name.startswith("_") or name in _SKIP:
+            continue
+        if isinstance(value, types.ModuleType):
+            modules[name] = value.__name__
+            continue
+        module = getattr(value, "__module__", None)
+        if callable(value) and isinstance(module, str) and module != "__main__":
+            imported[name] = [value.__module__, getattr(value, "__qualname__", name)]
+            continue
+        if isinstance(value, (types.FunctionType, type)):
+            continue  # defined by the notebook: its source is read from the submission
+        try:
+            values[name] = _encode(value, budget=budget)
+        except _TooBig:
+            skipped[name] = "too large"
+        except (TypeError, ValueError, RuntimeError) as e:
+            skipped[name] = str(e)[:200]
+    Path(path).write_text(json.dumps({"values": values, "modules": modules, "imported": imported,
+                                      "skipped": skipped}))
+
+
+def load(path: str | Path) -> dict:
+    """The answers file as ``{"values": {name: value}, "modules": {...}, "imported": {...}, "skipped": {...}}``."""
+    data = json.loads(Path(path).read_text())
+    if not isinstance(data, dict):
+        raise ValueError("malformed answers file")
+    out = {"values": {}, "modules": {}, "imported": {}, "skipped": dict(data.get("skipped") or {})}
+    for name, obj in (data.get("values") or {}).items():
+        try:
+            out["values"][str(name)] = _decode(obj)
+        except (ValueError, TypeError, KeyError, AttributeError, RuntimeError) as e:
+            out["skipped"][str(name)] = f"could not be read back: {e}"[:200]
+    out["modules"] = {str(k): str(v) for k, v in (data.get("modules") or {}).items()}
+    out["imported"] = {str(k): [str(v[0]), str(v[1])] for k, v in (data.get("imported") or {}).items()
+                       if isinstance(v, list) and len(v) == 2}
+    return out

@@ -1,0 +1,311 @@
+"""Run an assignment's tests on a student's exported answers, in a process of their own.
+
+    python -m nnapprox.assignments._clean_grade JOB.json RESULT.json
+
+The student's notebook has already run in its own kernel (:mod:`._worker`), which wrote its
+plain values to an answers file (:mod:`._answers`). This process never saw that kernel:
+nothing the notebook did to ``sys.modules``, ``builtins``, ``torch`` or otter reaches it. It
+builds the namespace the tests read from:
+
+1. the modules and library functions the notebook had imported, by name;
+2. the notebook's plain values, read back without unpickling;
+3. the *trusted* cells of the handed-out notebook (imports, the ``VARIANT`` constants, the
+   data each question gives), re-run here, so that editing them in the submission changes
+   nothing;
+4. the functions and classes the submission defines, from their source (top-level ``def``,
+   ``class`` and ``name = lambda ...`` statements only; no other top-level code runs here).
+   Each function is wrapped so that what it returns must be plain data (an object with
+   rigged comparisons cannot pass a test).
+
+Then each question's test file runs. The student's functions do run here when the tests
+call them, so before the first one is defined the process records ``builtins``,
+``sys.modules`` and the dictionaries of the modules and classes grading relies on; after
+each question it compares them, and a question during which anything changed scores zero
+and is reported as tampering (the originals are put back before the next question). A
+question that runs longer than its time limit scores zero on the tests that did not finish.
+
+The JOB file names ``answers``, ``tests`` (a folder of otter test files), ``sources`` (the
+submission's code cells), ``trusted`` (code cells to re-run) and ``question_timeout``.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import importlib
+import json
+import re
+import signal
+import sys
+from pathlib import Path
+
+from ._answers import load
+
+_WATCHED_ROOTS = ("builtins", "sys", "torch", "numpy", "scipy", "math", "cmath", "nnapprox", "otter", "inspect",
+                  "functools", "operator", "types", "gc", "importlib", "fractions", "statistics", "itertools",
+                  "contextlib", "json", "random", "re", "abc", "collections", "typing")
+_MAGIC = re.compile(r"^(\s*)[%!].*$", re.M)
+
+
+def parse_cell(source: str) -> ast.Module | None:
+    """A code cell's syntax tree (IPython ``%magic`` and ``!shell`` lines read as ``pass``), or ``None``."""
+    try:
+        return ast.parse(_MAGIC.sub(r"\1pass", source))
+    except SyntaxError:
+        return None
+
+
+def definitions(sources: list[str]) -> list[tuple[str, str]]:
+    """``(name, source)`` of each top-level ``def``/``class``/``name = lambda`` of the cells, in order."""
+    out = []
+    for src in sources:
+        text = _MAGIC.sub(r"\1pass", src)
+        tree = parse_cell(src)
+        if tree is None:
+            continue
+        for node in tree.body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                first = min([node.lineno] + [d.lineno for d in node.decorator_list])
+                lines = text.splitlines()[first - 1:node.end_lineno]
+                out.append((node.name, "\n".join(lines)))
+            elif (isinstance(node, ast.Assign) and isinstance(node.value, ast.Lambda) and len(node.targets) == 1
+                  and isinstance(node.targets[0], ast.Name)):
+                out.append((node.targets[0].id, ast.get_source_segment(text, node) or ""))
+    return out
+
+
+class _Timeout(BaseException):
+    """Raised by the alarm; a BaseException so that ``except Exception`` in student code lets it through."""
+
+
+def _on_alarm(signum, frame):
+    raise _Timeout
+
+
+class Snapshot:
+    """The dictionaries grading relies on, by identity, to find what changed and put it back."""
+
+    def __init__(self, extra: list[object] = ()):
+        self.modules = dict(sys.modules)
+        self.spaces: list[tuple[str, dict, dict]] = []
+        for key, module in self.modules.items():
+            if module is not None and key.split(".")[0] in _WATCHED_ROOTS:
+                space = getattr(module, "__dict__", None)
+                if isinstance(space, dict):
+                    self.spaces.append((key, space, dict(space)))
+        self.classes: list[tuple[str, type, dict]] = [
+            (f"{c.__module__}.{c.__qualname__}", c, dict(vars(c))) for c in extra if isinstance(c, type)]
+
+    def changes(self) -> list[str]:
+        changed = []
+        for key, module in self.modules.items():
+            if sys.modules.get(key) is not module:
+                changed.append(f"sys.modules[{key!r}]")
+        for key, space, before in self.spaces:
+            for name, value in before.items():
+                if name in ("__loader__", "__spec__", "__warningregistry__"):
+                    continue
+                if space.get(name, _MISSING) is not value:
+                    changed.append(f"{'builtins' if key == 'builtins' else key}.{name}")
+        for key, cls, before in self.classes:
+            now = vars(cls)
+            for name in set(before) | set(now):
+                if now.get(name, _MISSING) is not before.get(name, _MISSING):
+                    changed.append(f"{key}.{name}")
+        return sorted(set(changed))
+
+    def restore(self) -> None:
+        for key, module in self.modules.items():
+            sys.modules[key] = module
+        for _, space, before in self.spaces:
+            for name, value in before.items():
+                if space.get(name, _MISSING) is not value:
+                    space[name] = value
+        for _, cls, before in self.classes:
+            for name in list(vars(cls)):
+                if name not in before:
+                    try:
+                        delattr(cls, name)
+                    except (AttributeError, TypeError):
+                        pass
+            for name, value in before.items():
+                if vars(cls).get(name, _MISSING) is not value:
+                    try:
+                        setattr(cls, name, value)
+                    except (AttributeError, TypeError):
+                        pass
+
+
+_MISSING = object()
+
+
+def plain(value, where: str, depth: int = 0):
+    """``value`` if it is plain data (copied where mutable), else ``TypeError`` naming its type."""
+    import fractions
+
+    import numpy as np
+    import torch
+
+    kind = type(value)
+    if depth > 8:
+        raise TypeError(f"{where} returned data nested too deeply")
+    if value is None or kind in (bool, int, float, complex, str, bytes, fractions.Fraction):
+        return value
+    if kind in (list, tuple):
+        return kind(plain(v, where, depth + 1) for v in value)
+    if kind is dict:
+        return {plain(k, where, depth + 1): plain(v, where, depth + 1) for k, v in value.items()}
+    if kind is torch.Size:
+        return value
+    if kind in (torch.Tensor, torch.nn.Parameter):
+        return value.detach().clone()
+    if kind is np.ndarray and value.dtype.kind in "biufc":
+        return value.copy()
+    if isinstance(value, np.generic) and kind.__module__ == "numpy" and value.dtype.kind in "biufc":
+        return value
+    raise TypeError(f"{where} returned a {kind.__module__}.{kind.__qualname__}; answers must be numbers, "
+                    f"strings, lists, tuples, dicts, tensors or arrays")
+
+
+_GUARD = '''
+def __nnapprox_guard__(function, plain):
+    import functools
+
+    @functools.wraps(function)
+    def guarded(*args, **kwargs):
+        return plain(function(*args, **kwargs), function.__name__ + "()")
+
+    return guarded
+'''
+
+
+def _import(module: str):
+    if module.split(".")[0] == "otter" or module == "__main__":
+        return None
+    try:
+        return importlib.import_module(module)
+    except Exception:  # noqa: BLE001 - a module this environment does not have: left out
+        return None
+
+
+def build_namespace(job: dict, problems: list[str]) -> tuple[dict, list[str]]:
+    """The namespace before the student's definitions (steps 1-3), and the trusted cells that failed."""
+    answers = load(job["answers"])
+    ns: dict = {"__name__": "__main__", "__builtins__": builtins}
+    for name, module in answers["modules"].items():
+        m = _import(module)
+        if m is not None:
+            ns[name] = m
+    for name, (module, qualname) in answers["imported"].items():
+        obj = _import(module)
+        for part in qualname.split("."):
+            obj = getattr(obj, part, None) if obj is not None and part != "<locals>" else None
+        if obj is not None and callable(obj):
+            ns[name] = obj
+    ns.update(answers["values"])
+    for i, src in enumerate(job.get("trusted") or []):
+        try:
+            exec(compile(_MAGIC.sub(r"\1pass", src), f"<handed-out cell {i}>", "exec"), ns)
+        except Exception as e:  # noqa: BLE001 - e.g. a cell that uses the student's answers
+            problems.append(f"handed-out cell {i} ({type(e).__name__}: {str(e)[:120]})")
+    return ns, list(answers["skipped"])
+
+
+def define_student_code(ns: dict, sources: list[str], problems: list[str]) -> list[str]:
+    """Execute the submission's definitions in ``ns`` and guard its functions; return their names."""
+    import types
+
+    names = []
+    for name, src in definitions(sources):
+        try:
+            exec(compile(src, f"<submission: {name}>", "exec"), ns)
+            names.append(name)
+        except Exception as e:  # noqa: BLE001 - a definition that fails is reported, its name left undefined
+            problems.append(f"definition of {name} failed ({type(e).__name__}: {str(e)[:120]})")
+    exec(_GUARD, ns)
+    guard = ns.pop("__nnapprox_guard__")
+    for name in set(names):
+        if isinstance(ns.get(name), types.FunctionType):
+            ns[name] = guard(ns[name], plain)
+    return names
+
+
+def run_question(path: Path, ns: dict, snapshot: Snapshot, timeout: float) -> dict:
+    """Run one otter test file's cases against ``ns``; scores from otter's point rules."""
+    from otter.test_files import create_test_file
+    from otter.test_files.abstract_test import TestCaseResult
+
+    test_file = create_test_file(str(path), None)
+    results, status = [], []
+    for tc in test_file.test_cases:
+        func = tc.body.test_func
+        import inspect
+
+        params = list(inspect.signature(func).parameters)
+        kwargs = {p: (ns if p == "env" else ns.get(p)) for p in params}
+        passed, message = True, "passed"
+        old = signal.signal(signal.SIGALRM, _on_alarm)
+        signal.setitimer(signal.ITIMER_REAL, timeout)
+        try:
+            func(**kwargs)
+        except _Timeout:
+            passed, message = False, f"no result within {timeout:g} s"
+        except BaseException as e:  # noqa: BLE001 - SystemExit or KeyboardInterrupt from student code too
+            passed, message = False, f"{type(e).__name__}: {str(e)[:1000]}"
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, old)
+        results.append(TestCaseResult(test_case=tc, message=message, passed=passed))
+        status.append((tc, passed, message))
+    tampered = snapshot.changes()
+    if tampered:
+        snapshot.restore()
+        results = [TestCaseResult(test_case=tc, message="voided: the code changed " + ", ".join(tampered[:5])
+                                  + " while it was graded", passed=False) for tc, _, _ in status]
+    test_file.test_case_results = results
+    return {
+        "score": float(test_file.score), "possible": float(test_file.possible), "tampered": tampered,
+        "tests": [{"test": r.test_case.name, "hidden": bool(r.test_case.hidden), "passed": bool(r.passed),
+                   "points": None if r.test_case.points is None else float(r.test_case.points),
+                   "message": r.message} for r in results],
+    }
+
+
+def main(argv: list[str]) -> int:
+    job_path, result_path = argv
+    job = json.loads(Path(job_path).read_text())
+    problems: list[str] = []
+    ns, skipped = build_namespace(job, problems)
+    # everything grading uses is loaded before any of the student's code runs here
+    import otter.test_files
+    import otter.test_files.abstract_test as abstract_test
+    import otter.test_files.exception_test as exception_test
+    import torch
+
+    watched = [exception_test.ExceptionTestFile, exception_test.test_case, abstract_test.TestFile,
+               abstract_test.TestCaseResult, torch.Tensor, torch._C.TensorBase, Snapshot, _Timeout]
+    snapshot = Snapshot(watched)
+    define_student_code(ns, job.get("sources") or [], problems)
+    tampered_at_definition = snapshot.changes()
+    if tampered_at_definition:
+        snapshot.restore()
+    summary = {"questions": {}, "tests": {}, "tampered": {}, "problems": problems, "skipped": skipped}
+    for path in sorted(Path(job["tests"]).glob("*.py")):
+        q = path.stem
+        out = run_question(path, ns, snapshot, float(job.get("question_timeout", 120)))
+        if tampered_at_definition:
+            out["tampered"] = tampered_at_definition + out["tampered"]
+            out["score"] = 0.0
+            for t in out["tests"]:
+                t["passed"] = False
+                t["message"] = "voided: defining the submission's functions changed " + ", ".join(tampered_at_definition[:5])
+        summary["questions"][q] = [out["score"], out["possible"]]
+        summary["tests"][q] = out["tests"]
+        if out["tampered"]:
+            summary["tampered"][q] = out["tampered"]
+    Path(result_path).write_text(json.dumps(summary))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,200 @@
+"""What a submission's source does that an honest answer never needs: flags for the CSV.
+
+Read statically (the code is parsed, never run). The grader does not rely on these flags to
+score (hidden tests run in a process the notebook cannot reach, :mod:`._clean_grade`); they
+tell the instructor which submissions tried something, so that a zero is explained and a
+full score is looked at. :func:`flags` reports
+
+- reassigning, deleting or ``setattr``/``delattr``-ing an attribute of any imported module
+  or of something reached from one (``otter.test_files.exception_test.ExceptionTestFile.run``);
+- any use of ``sys.modules``, of ``builtins`` / ``__builtins__``, of ``exec``, ``eval``,
+  ``compile`` or ``__import__``;
+- frame access: ``sys._getframe``, ``inspect.currentframe``/``stack``/``getouterframes``, and
+  the frame and code attributes (``f_back``, ``f_locals``, ``f_globals``, ``tb_frame``,
+  ``__code__``, ``__globals__``, ``__closure__``);
+- importing ``ctypes``, ``importlib``, ``gc`` or ``otter`` (other than the notebook's own
+  ``grader`` cell);
+- any reference to a forbidden library function (:func:`forbidden_references`): an
+  attribute ``D.name``, an import ``from nnapprox.depth import name``, or the name as a
+  string (``getattr(D, "name")``), wherever it appears: a call, a default argument, a dict.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+
+from ._clean_grade import parse_cell
+
+RISKY_MODULES = ("ctypes", "importlib", "gc", "otter", "builtins")
+DYNAMIC = ("exec", "eval", "compile", "__import__")
+FRAME_ATTRS = ("f_back", "f_locals", "f_globals", "f_builtins", "f_code", "tb_frame", "tb_next", "gi_frame",
+               "cr_frame", "__code__", "__globals__", "__closure__", "__builtins__", "__subclasses__")
+FRAME_FUNCS = {"sys": ("_getframe", "settrace", "setprofile", "modules"),
+               "inspect": ("currentframe", "stack", "getouterframes", "getinnerframes", "trace", "getframeinfo")}
+OTTER_CELL = "otter.Notebook("
+
+
+def _dotted(node: ast.AST) -> str | None:
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+        return ".".join(reversed(parts))
+    if isinstance(node, ast.Subscript):  # sys.modules["x"].attr
+        inner = _dotted(node.value)
+        if inner:
+            key = node.slice.value if isinstance(node.slice, ast.Constant) else "?"
+            parts.append(f"{inner}[{key!r}]")
+            return ".".join(reversed(parts))
+    return None
+
+
+def _aliases(trees: list[ast.Module]) -> dict[str, str]:
+    """Local name -> module (or ``module.name``) for every import of the cells."""
+    aliases: dict[str, str] = {}
+    for tree in trees:
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                for a in node.names:
+                    aliases[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                for a in node.names:
+                    aliases[a.asname or a.name] = f"{node.module}.{a.name}"
+    return aliases
+
+
+def _resolve(dotted: str, aliases: dict[str, str]) -> str:
+    head, _, rest = dotted.partition(".")
+    if head in aliases:
+        return aliases[head] + ("." + rest if rest else "")
+    return dotted
+
+
+def _trees(sources: list[str]) -> list[ast.Module]:
+    out = []
+    for src in sources:
+        if OTTER_CELL in src:
+            continue  # the notebook's own ``import otter; grader = otter.Notebook(...)``
+        tree = parse_cell(src)
+        if tree is not None:
+            out.append(tree)
+    return out
+
+
+def flags(sources: list[str], forbidden: dict[str, list[str]] | None = None, given: list[str] = ()) -> list[str]:
+    """Flags (sorted, without duplicates) for the code cells ``sources`` of a submission.
+
+    ``forbidden`` maps a question to the dotted names of the library functions it forbids
+    (``{"q1": ["nnapprox.depth.min_errors_with_switches"]}``). Cells identical to one of
+    ``given`` (the handed-out notebook's own cells) are trusted: their imports name the
+    modules, but nothing in them is flagged.
+    """
+    aliases = _aliases(_trees(sources))
+    modules = set(aliases)
+    found: set[str] = set()
+    for tree in _trees(_own(sources, given)):
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                         else [node.module or ""])
+                for n in names:
+                    if n.split(".")[0] in RISKY_MODULES:
+                        found.add(f"imports {n}")
+            targets = []
+            if isinstance(node, (ast.Assign, ast.Delete)):
+                targets = node.targets
+            elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+                targets = [node.target]
+            for t in targets:
+                for sub in ast.walk(t) if isinstance(t, (ast.Tuple, ast.List)) else [t]:
+                    dotted = _dotted(sub) if isinstance(sub, ast.Attribute) else None
+                    if dotted and dotted.split(".")[0] in modules:
+                        found.add(f"{'deletes' if isinstance(node, ast.Delete) else 'reassigns'} "
+                                  f"{_resolve(dotted, aliases)}")
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+                fn = node.func.id
+                if fn in ("setattr", "delattr") and node.args:
+                    dotted = _dotted(node.args[0])
+                    if dotted and (dotted.split(".")[0] in modules or "modules[" in dotted):
+                        attr = (node.args[1].value if len(node.args) > 1 and isinstance(node.args[1], ast.Constant)
+                                else "?")
+                        found.add(f"{fn} on {_resolve(dotted, aliases)}.{attr}")
+            if isinstance(node, ast.Name) and node.id in ("__builtins__", "builtins") and node.id not in aliases:
+                found.add("uses builtins")
+            if isinstance(node, ast.Name) and node.id in DYNAMIC:
+                found.add(f"uses {node.id}")
+            if isinstance(node, ast.Attribute):
+                if node.attr in FRAME_ATTRS:
+                    found.add(f"uses .{node.attr}")
+                dotted = _dotted(node)
+                if dotted:
+                    full = _resolve(dotted, aliases)
+                    root, _, attr = full.partition(".")
+                    if root in FRAME_FUNCS and attr.split(".")[0] in FRAME_FUNCS[root]:
+                        found.add(f"uses {root}.{attr.split('.')[0]}")
+                    if full.startswith("builtins."):
+                        found.add("uses builtins")
+    found |= {f"{q}: refers to forbidden {name}" for q, names in forbidden_references(sources, forbidden, given).items()
+              for name in names}
+    return sorted(found)
+
+
+def _own(sources: list[str], given: list[str]) -> list[str]:
+    """The cells of ``sources`` that are not one of the handed-out cells ``given``."""
+    handed = {g.strip() for g in given}
+    return [s for s in sources if s.strip() not in handed]
+
+
+def owners(sources: list[str]) -> list[str | None]:
+    """The question each code cell answers: the one whose ``grader.check("qN")`` comes next
+    (``None`` after the last check)."""
+    out: list[str | None] = [None] * len(sources)
+    owner = None
+    for i in range(len(sources) - 1, -1, -1):
+        m = re.search(r"grader\.check\(\s*['\"](\w+)['\"]", sources[i])
+        if m:
+            owner = m.group(1)
+        out[i] = owner
+    return out
+
+
+def forbidden_references(sources: list[str], forbidden: dict[str, list[str]] | None,
+                         given: list[str] = ()) -> dict[str, list[str]]:
+    """Per question, the forbidden names (dotted) that the student's own cells refer to in any way.
+
+    A reference counts for every question that forbids the name, except when it sits in the
+    cells of another question that allows it (``unroll_with_errors`` may be forbidden in q1
+    and asked for in q2).
+    """
+    if not forbidden:
+        return {}
+    aliases = _aliases(_trees(sources))
+    handed = {g.strip() for g in given}
+    out: dict[str, set[str]] = {}
+    for src, owner in zip(sources, owners(sources)):
+        if src.strip() in handed or OTTER_CELL in src:
+            continue
+        tree = parse_cell(src)
+        if tree is None:
+            continue
+        used: set[str] = set(_aliases([tree]).values())
+        strings: set[str] = set()
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Attribute, ast.Name)):
+                dotted = _dotted(node)
+                if dotted:
+                    used.add(_resolve(dotted, aliases))
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+                strings.add(node.value)
+        for q, names in forbidden.items():
+            for full in names:
+                short = full.rsplit(".", 1)[-1]
+                if not (full in used or short in strings or any(s.endswith("." + short) for s in strings)):
+                    continue
+                if owner is not None and owner != q and full not in forbidden.get(owner, []):
+                    continue  # allowed (or asked for) in the question this cell answers
+                out.setdefault(q, set()).add(full)
+    return {q: sorted(v) for q, v in sorted(out.items())}

@@ -1,0 +1,256 @@
+"""Tampering: the attacks an instructor tried are flagged and score no hidden-test points.
+
+The hidden tests run in a process of their own (``nnapprox.assignments._clean_grade``), on
+the answers the notebook exported; these tests feed the grader notebooks that patch otter,
+``builtins`` or ``sys.modules``, call a forbidden helper through a default argument, or
+return an object with rigged arithmetic, and check the flags and the scores. The static
+flags and the answers file have unit tests that need no grading.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from nnapprox import assignments as asg
+from nnapprox.assignments import _answers, _clean_grade, static
+
+pytestmark = pytest.mark.assignments
+
+GRADE_TIMEOUT = 300.0
+
+# intro q1 asks for recursion_bound(Ks, epss); its hidden test compares with abs(...) < tol
+WRONG_Q1 = ("total += epss[j] * math.prod(Ks[j + 1:])", "total += epss[j] * math.prod(Ks[j:])")
+
+PATCH_OTTER = '''import sys
+from otter.test_files.abstract_test import TestCaseResult
+
+
+def _always_passes(self, global_environment):
+    self.test_case_results = [TestCaseResult(test_case=tc, message="passed", passed=True)
+                              for tc in self.test_cases]
+
+
+setattr(sys.modules["otter.test_files.exception_test"].ExceptionTestFile, "run", _always_passes)
+'''
+
+PATCH_ABS = '''import builtins
+import sys
+
+_abs = builtins.abs
+
+
+def _abs_for_tests(x):
+    caller = sys._getframe(1).f_code.co_filename
+    return 0 if ("test" in caller or "otter" in caller) else _abs(x)
+
+
+builtins.abs = _abs_for_tests
+'''
+
+# the same replacement, made by the answer itself when the grader calls it
+ABS_IN_FUNCTION = '''def recursion_bound(Ks, epss):
+    import builtins
+    builtins.abs = lambda x: 0.0
+    return 0.0
+'''
+
+# the issue's forbidden helper as a default argument (q1 forbids composition.error_bound)
+DEFAULT_ARGUMENT = '''import nnapprox.composition as C
+
+
+def recursion_bound(Ks, epss, _helper=C.error_bound):
+    return float(_helper(Ks, epss)) if Ks else 0.0
+'''
+
+# a float whose arithmetic says every difference is zero
+RIGGED = '''class _Close(float):
+    def __sub__(self, other):
+        return 0.0
+
+    __rsub__ = __sub__
+
+
+def recursion_bound(Ks, epss):
+    return _Close(1.0)
+'''
+
+
+def _edit(solution: Path, dest: Path, edit) -> Path:
+    nb = nbformat.read(solution, as_version=4)
+    edit(nb)
+    nbformat.write(nb, dest)
+    return dest
+
+
+def _answer_cell_of(nb, needle: str) -> int:
+    (i,) = [i for i, c in enumerate(nb.cells) if c.cell_type == "code" and needle in c.source]
+    return i
+
+
+def _wrong_then(cell_source: str):
+    """The reference solution with q1 made wrong, plus a cell of attack code after it."""
+    def edit(nb):
+        i = _answer_cell_of(nb, WRONG_Q1[0])
+        nb.cells[i].source = nb.cells[i].source.replace(*WRONG_Q1)
+        nb.cells.insert(i + 1, nbformat.v4.new_code_cell(cell_source))
+    return edit
+
+
+def _replace_q1(cell_source: str):
+    def edit(nb):
+        i = _answer_cell_of(nb, WRONG_Q1[0])
+        nb.cells[i].source = cell_source
+    return edit
+
+
+@pytest.fixture(scope="module")
+def attacked(tmp_path_factory):
+    out = tmp_path_factory.mktemp("integrity")
+    folder = asg.build_one("intro", out / "build", check=False)
+    solution = asg.solution_notebook(folder)
+    subs = out / "subs"
+    subs.mkdir()
+    (subs / "a_good.ipynb").write_bytes(solution.read_bytes())
+    _edit(solution, subs / "b_patch_otter.ipynb", _wrong_then(PATCH_OTTER))
+    _edit(solution, subs / "c_patch_abs.ipynb", _wrong_then(PATCH_ABS))
+    _edit(solution, subs / "d_abs_in_function.ipynb", _replace_q1(ABS_IN_FUNCTION))
+    _edit(solution, subs / "e_default_argument.ipynb", _replace_q1(DEFAULT_ARGUMENT))
+    _edit(solution, subs / "f_rigged.ipynb", _replace_q1(RIGGED))
+    rows = asg.grade("intro", subs, timeout=GRADE_TIMEOUT, jobs=2, build_dir=folder.parent, out=out / "scores.csv")
+    return {Path(r.submission).stem: r for r in rows}, out
+
+
+def _hidden_points(row, question: str) -> list[bool]:
+    return [t["passed"] for t in row.tests[question] if t["hidden"]]
+
+
+def test_reference_solution_is_unflagged_at_full_marks(attacked):
+    rows, _ = attacked
+    good = rows["a_good"]
+    assert good.status == "ok" and good.scores == good.possible and good.flags == [], good
+
+
+@pytest.mark.parametrize("stem", ["b_patch_otter", "c_patch_abs", "d_abs_in_function", "e_default_argument",
+                                  "f_rigged"])
+def test_attack_scores_no_hidden_points_on_its_question(attacked, stem):
+    rows, _ = attacked
+    row = rows[stem]
+    hidden = _hidden_points(row, "q1")
+    assert hidden and not any(hidden), (stem, row.tests["q1"])
+    assert row.scores["q1"] < row.possible["q1"]
+    others = {q: s for q, s in row.scores.items() if q != "q1"}
+    assert others == {q: p for q, p in row.possible.items() if q != "q1"}, "the other answers are untouched"
+
+
+def test_otter_patch_is_flagged(attacked):
+    rows, out = attacked
+    flags = rows["b_patch_otter"].flags
+    assert "uses sys.modules" in flags and "imports otter.test_files.abstract_test" in flags
+    assert any(f.startswith("setattr on sys.modules['otter.test_files.exception_test'].ExceptionTestFile.run")
+               for f in flags), flags
+    assert rows["b_patch_otter"].scores["q1"] == 0.0  # public tests fail too: the patch never reaches the grader
+    table = (out / "scores.csv").read_text()
+    assert "setattr on sys.modules" in table
+
+
+def test_builtins_patch_is_flagged(attacked):
+    rows, _ = attacked
+    flags = rows["c_patch_abs"].flags
+    assert {"reassigns builtins.abs", "uses builtins", "uses sys._getframe", "uses .f_code"} <= set(flags), flags
+
+
+def test_patch_made_while_graded_voids_the_question(attacked):
+    """The answer replaces ``builtins.abs`` when the grader calls it: the public test would pass
+    (abs is 0), but the grader sees the change, voids the question and puts abs back."""
+    rows, _ = attacked
+    row = rows["d_abs_in_function"]
+    assert row.scores["q1"] == 0.0
+    assert any(f.startswith("q1 voided: changed builtins.abs") for f in row.flags), row.flags
+    assert all("voided" in t["message"] for t in row.tests["q1"])
+
+
+def test_forbidden_helper_as_default_argument_is_flagged(attacked):
+    rows, out = attacked
+    row = rows["e_default_argument"]
+    assert "q1: refers to forbidden nnapprox.composition.error_bound" in row.flags
+    feedback = json.loads((out / "feedback" / "e_default_argument.json").read_text())
+    assert "q1: refers to forbidden nnapprox.composition.error_bound" in feedback["flags"]
+
+
+def test_rigged_return_value_is_refused(attacked):
+    rows, _ = attacked
+    messages = " ".join(t["message"] for t in rows["f_rigged"].tests["q1"])
+    assert "recursion_bound() returned a __main__._Close" in messages
+
+
+def test_issue_default_argument_line_is_flagged_for_depth():
+    """The exact line from the issue, against depth's forbidden list."""
+    banned = asg.forbidden("depth")
+    src = ["import nnapprox.depth as D",
+           "def f(y, s, _dp=D.min_errors_with_switches):\n    return _dp(y, s)"]
+    assert static.flags(src, banned, given=["import nnapprox.depth as D"]) == [
+        "q1: refers to forbidden nnapprox.depth.min_errors_with_switches"]
+    # a handed-out import of a forbidden name is not the student's reference
+    assert static.flags(["from nnapprox.composition import unroll_with_errors"], asg.forbidden("intro"),
+                        given=["from nnapprox.composition import unroll_with_errors"]) == []
+    # by name in a string, through an alias, or imported directly
+    assert static.forbidden_references(["import nnapprox.depth as D\nf = getattr(D, 'shannon_gate_bound')"],
+                                       banned) == {"q3": ["nnapprox.depth.shannon_gate_bound"]}
+    assert static.forbidden_references(["from nnapprox.depth import region_expectation_terms as r"],
+                                       banned) == {"q2": ["nnapprox.depth.region_expectation_terms"]}
+
+
+def test_static_flags_cover_the_issue_list():
+    cells = {
+        "import importlib\nm = importlib.import_module('torch')": "imports importlib",
+        "import ctypes": "imports ctypes",
+        "exec('x = 1')": "uses exec",
+        "y = eval('1 + 1')": "uses eval",
+        "c = compile('1', 'f', 'eval')": "uses compile",
+        "import inspect\nf = inspect.currentframe()": "uses inspect.currentframe",
+        "import inspect as i\ns = i.stack()": "uses inspect.stack",
+        "import sys\nf = sys._getframe(1).f_back": "uses sys._getframe",
+        "import sys\ndel sys.modules['torch']": "uses sys.modules",
+        "__builtins__.abs = None": "uses builtins",
+        "import torch\ndelattr(torch, 'allclose')": "delattr on torch.allclose",
+        "import numpy as np\nsetattr(np.testing, 'assert_allclose', print)": "setattr on numpy.testing.assert_allclose",
+        "import gc\nobjs = gc.get_objects()": "imports gc",
+    }
+    for src, flag in cells.items():
+        assert flag in static.flags([src]), (src, static.flags([src]))
+    honest = ["import math\nimport torch\n\ndef f(x):\n    t = torch.zeros(3)\n    t.data = x\n    return math.exp(x)"]
+    assert static.flags(honest) == []
+
+
+def test_answers_file_round_trip_and_refuses_code(tmp_path):
+    import numpy as np
+    import torch
+
+    ns = {"a": 1.5, "b": [1, (2, 3.0)], "c": {"k": torch.arange(6, dtype=torch.float64).reshape(2, 3)},
+          "d": np.array([1.0, 2.0]), "e": np.float64(2.5), "f": None, "t": torch, "_hidden": 1,
+          "g": lambda x: x, "h": object(), "s": "text", "z": 1 + 2j, "sz": torch.Size([2, 3])}
+    path = tmp_path / "answers.json"
+    _answers.dump(ns, path)
+    back = _answers.load(path)
+    v = back["values"]
+    assert v["a"] == 1.5 and v["b"] == [1, (2, 3.0)] and v["s"] == "text" and v["z"] == 1 + 2j and v["f"] is None
+    assert torch.equal(v["c"]["k"], ns["c"]["k"]) and v["c"]["k"].dtype == torch.float64
+    assert np.array_equal(v["d"], ns["d"]) and v["e"] == 2.5 and v["sz"] == torch.Size([2, 3])
+    assert back["modules"] == {"t": "torch"} and "h" in back["skipped"] and "g" not in v and "_hidden" not in v
+    # a file naming a type the reader does not know is refused, not executed
+    data = json.loads(path.read_text())
+    data["values"]["a"] = {"t": "pickle", "v": "cos\nsystem\n(S'echo hi'\ntR."}
+    path.write_text(json.dumps(data))
+    assert "a" in _answers.load(path)["skipped"]
+
+
+def test_definitions_take_only_defs_classes_and_lambdas():
+    src = ["x = 1\nprint('side effect')\n@staticmethod\ndef f(a):\n    return a\n%time g = 2\nh = lambda t: t\n"
+           "class K:\n    pass\nimport builtins\nbuiltins.abs = None"]
+    names = [n for n, _ in _clean_grade.definitions(src)]
+    assert names == ["f", "h", "K"]
+    assert "print" not in "".join(s for _, s in _clean_grade.definitions(src))
