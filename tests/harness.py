@@ -555,41 +555,15 @@ def progress_line(r: ChapterResult) -> str:
 
 
 def add_executor_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--jobs``, ``--executor`` and the Slurm resources (shared with ``tests/seeds.py``)."""
-    parser.add_argument("--jobs", default="1", help="how many run at once with --executor local (default 1)")
-    parser.add_argument("--executor", default="local",
-                        help="local (this machine), slurm (one job each, through submitit) or submitit-local "
-                             "(the Slurm path with submitit's local executor)")
-    slurm = parser.add_argument_group("Slurm (--executor slurm)")
-    slurm.add_argument("--partition", default="", help="partition (default: the cluster's)")
-    slurm.add_argument("--time-min", type=int, default=60, help="time limit of each job in minutes (default 60)")
-    slurm.add_argument("--gpus", type=int, default=None, help="GPUs per job (default 1 with --device cuda, else 0)")
-    slurm.add_argument("--cpus", type=int, default=4, help="CPUs per job, also its thread count (default 4)")
-    slurm.add_argument("--mem-gb", type=float, default=None, help="memory per job in GB (default: the cluster's)")
-    slurm.add_argument("--sbatch", action="append", default=[], metavar="KEY=VALUE",
-                       help="any other sbatch option, e.g. --sbatch account=lab --sbatch qos=high")
+    from nnapprox import runtime
+
+    runtime.add_executor_arguments(parser)
 
 
 def executor_settings(parser: argparse.ArgumentParser, args, device: str = "cpu"):
-    """``(jobs, executor, cluster)`` from the parsed arguments; bad values stop with ``parser.error``
-    (exit 2) naming what is valid, before anything runs."""
     from nnapprox import runtime
 
-    try:
-        jobs = runtime.check_jobs(args.jobs)
-        executor = runtime.check_executor(args.executor)
-        extra = {}
-        for item in args.sbatch:
-            key, sep, value = item.partition("=")
-            if not sep or not key:
-                raise ValueError(f"--sbatch takes KEY=VALUE, got {item!r}")
-            extra[key] = value
-        gpus = args.gpus if args.gpus is not None else (1 if device.startswith("cuda") else 0)
-        cluster = runtime.Cluster(partition=args.partition, time_min=args.time_min, gpus=gpus, cpus=args.cpus,
-                                  mem_gb=args.mem_gb, extra=extra)
-    except ValueError as error:
-        parser.error(str(error))
-    return jobs, executor, cluster
+    return runtime.executor_settings(parser, args, device)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -613,6 +587,13 @@ def main(argv: list[str] | None = None) -> int:
     add_executor_arguments(parser)
     args = parser.parse_args(argv)
     jobs, executor, cluster = executor_settings(parser, args, args.device)
+    if executor != "slurm":  # chapters run here: the device must exist here (a cluster's nodes are checked there)
+        import nnapprox
+
+        try:
+            nnapprox.resolve_device(args.device)
+        except ValueError as error:
+            parser.error(str(error))
     if not args.report.replace("-", "").replace("_", "").isalnum():
         parser.error(f"--report takes a plain name such as cuda-smoke, got {args.report!r}")
     settings = {}

@@ -18,6 +18,11 @@ data file under the packages it uses) are unchanged since it ran (``--force`` re
 sweep interrupted by the end of a session resumes where it stopped, and a change to one
 chapter's subpackage does not invalidate the runs of the others. Every empirical claim must hold on every seed: a claim that fails on some seed is a
 defect of the claim or of the experiment, never a reason to choose the seed.
+
+``--jobs N`` runs N chapter × seed runs at a time (each with ``OMP_NUM_THREADS`` = cores / N);
+``--executor slurm`` submits one Slurm job per run through submitit (the options of
+``tests/harness.py``). Each run is written as it ends (atomically), so an interrupted
+sweep of either kind resumes where it stopped; the report is the same as a serial sweep's.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ import ast
 import hashlib
 import json
 import math
+import os
 import sys
 import time
 from pathlib import Path
@@ -34,7 +40,7 @@ from pathlib import Path
 import harness
 import lock as claims_lock
 
-SWEEP = harness.BUILD / "seeds"
+SWEEP = Path(os.environ.get("NNAPPROX_SWEEP_DIR") or harness.BUILD / "seeds")  # runs kept per chapter and seed
 DEFAULT_SEEDS = tuple(range(10))
 
 
@@ -147,25 +153,88 @@ def timed_out(stored: dict) -> bool:
     return error.startswith(("timed out after", "a cell ran past the per-cell timeout"))
 
 
-def run_one(path: Path, seed: int, *, force: bool = False) -> dict:
+def stored_run(path: Path, seed: int, key: str | None = None) -> dict | None:
+    """The stored run of ``path`` at ``seed`` if it is still valid: same sources, not timed out."""
+    out = SWEEP / path.stem / f"seed-{seed}.json"
+    if not out.exists():
+        return None
+    try:
+        stored = json.loads(out.read_text())
+    except json.JSONDecodeError:  # cut short by a crash before the atomic write existed
+        return None
+    if stored.get("key") == (key or source_key(path)) and not timed_out(stored):
+        return stored
+    return None
+
+
+def run_one(path: Path, seed: int, *, force: bool = False, threads: int | None = None) -> dict:
     """One chapter at one seed, reused from ``_build/seeds`` when still valid."""
     out = SWEEP / path.stem / f"seed-{seed}.json"
     key = source_key(path)
-    if out.exists() and not force:
-        stored = json.loads(out.read_text())
-        if stored.get("key") == key and not timed_out(stored):
-            return stored
+    if not force and (stored := stored_run(path, seed, key)) is not None:
+        return stored
     work = SWEEP / path.stem / f"work-{seed}"
     result = harness.run_chapter(path, profile="quick", device="cpu", seed=seed, work_dir=work,
-                                 prime_book_cache=False)
+                                 prime_book_cache=False, threads=threads)
     record_path = work / f"{path.stem}.json"
     record = json.loads(record_path.read_text()) if record_path.exists() else {"claims": []}
     stored = {"chapter": path.stem, "seed": seed, "key": key, "ok": result.ok, "error": result.error,
               "wall_seconds": round(result.wall_seconds, 1), "claims": record.get("claims", []),
               "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(stored, indent=1) + "\n")
+    partial = out.with_suffix(f".{os.getpid()}.tmp")
+    partial.write_text(json.dumps(stored, indent=1) + "\n")
+    partial.replace(out)  # a run killed mid-write leaves no half-written record
     return stored
+
+
+def run_one_job(source: str, seed: int, force: bool = False, threads: int | None = None) -> dict:
+    """:func:`run_one` as an executor's job (the chapter by its path)."""
+    return run_one(Path(source), seed, force=force, threads=threads)
+
+
+def run_many(pairs: list[tuple[Path, int]], *, force: bool = False, jobs: int = 1, executor: str = "local",
+             cluster=None, on_result=None) -> list[dict]:
+    """Every ``(chapter, seed)`` of ``pairs``, ``jobs`` at a time or one Slurm job each; stored
+    runs that are still valid are taken as they are, without a job. Results in ``pairs`` order."""
+    from nnapprox import runtime
+
+    runtime.check_executor(executor)
+    jobs = runtime.check_jobs(jobs)
+    cluster = cluster or runtime.Cluster()
+    threads = runtime.threads_per_job(jobs) if executor == "local" else cluster.cpus
+    results: list[dict | None] = [None] * len(pairs)
+    todo = []
+    for i, (path, seed) in enumerate(pairs):
+        stored = None if force else stored_run(path, seed)
+        if stored is not None:
+            results[i] = stored
+            if on_result:
+                on_result(stored)
+        else:
+            todo.append(i)
+    if executor == "local" and jobs == 1:
+        stream = ((i, run_one(pairs[i][0], pairs[i][1], force=force, threads=threads)) for i in todo)
+    else:
+        calls = [dict(source=str(pairs[i][0]), seed=pairs[i][1], force=force, threads=threads) for i in todo]
+        stream = ((todo[j], r) for j, r in runtime.map_jobs(
+            "seeds:run_one_job", calls, executor=executor, jobs=jobs, folder=harness.BUILD / "submitit" / "seeds",
+            cluster=cluster, name="nnapprox-seeds", path=[str(harness.ROOT / "tests")]))
+    for i, r in stream:
+        path, seed = pairs[i]
+        if isinstance(r, BaseException):  # the job itself failed (not the chapter): nothing stored, rerun next time
+            r = {"chapter": path.stem, "seed": seed, "key": None, "ok": False, "claims": [], "wall_seconds": 0.0,
+                 "error": f"the job failed: {harness._last_lines(r)}"}
+        results[i] = r
+        if on_result:
+            on_result(r)
+    return results
+
+
+def _print_run(r: dict) -> None:
+    n_ok = sum(bool(c.get("passed")) for c in r["claims"])
+    print(f"{r['chapter']:<12} seed {r['seed']:<3} {r['wall_seconds']:7.1f} s   claims {n_ok}/{len(r['claims'])}   "
+          f"{'ok' if r['ok'] else 'FAILED: ' + r['error'].splitlines()[0][:150]}", flush=True)
 
 
 def summarise(runs: list[dict], order: list[str]) -> dict:
@@ -227,12 +296,14 @@ def main(argv: list[str] | None = None) -> int:
                         help='seeds, separated by spaces or commas (default "0 1 ... 9"), or '
                              '"validation": the next fresh block of each chapter, once per locked revision')
     parser.add_argument("--force", action="store_true", help="re-run even where a valid run is stored")
+    harness.add_executor_arguments(parser)
     args = parser.parse_args(argv)
+    jobs, executor, cluster = harness.executor_settings(parser, args)
     if args.seeds.strip() == "validation":
         if args.force:
             parser.error("--force does not apply to validation seeds: each revision runs once")
         paths = [harness.find_chapter(n) for n in args.names] if args.names else harness.toc_notebooks()
-        return validate(paths)
+        return validate(paths, jobs=jobs, executor=executor, cluster=cluster)
     try:
         seeds = [int(s) for s in args.seeds.replace(",", " ").split()]
     except ValueError:
@@ -242,12 +313,13 @@ def main(argv: list[str] | None = None) -> int:
     paths = [harness.find_chapter(n) for n in args.names] if args.names else harness.toc_notebooks()
     order = [p.stem for p in harness.toc_notebooks()]
     order += [p.stem for p in paths if p.stem not in order]
-    for path in paths:
-        for seed in seeds:
-            r = run_one(path, seed, force=args.force)
-            n_ok = sum(bool(c.get("passed")) for c in r["claims"])
-            print(f"{path.stem:<12} seed {seed:<3} {r['wall_seconds']:7.1f} s   claims {n_ok}/{len(r['claims'])}   "
-                  f"{'ok' if r['ok'] else 'FAILED: ' + r['error'].splitlines()[0][:150]}", flush=True)
+    run_many([(path, seed) for path in paths for seed in seeds], force=args.force, jobs=jobs, executor=executor,
+             cluster=cluster, on_result=_print_run)
+    return write_report(paths, order)
+
+
+def write_report(paths: list[Path], order: list[str]) -> int:
+    """``seeds.{json,md}`` from every stored run of the current sources; 1 if a chapter failed a seed."""
     runs = [json.loads(p.read_text()) for p in sorted(SWEEP.glob("*/seed-*.json"))]
     keys = {p.stem: source_key(p) for p in harness.toc_notebooks() + paths}
     runs = [r for r in runs if keys.get(r["chapter"]) == r.get("key")]  # only runs of the current sources
@@ -263,7 +335,7 @@ def main(argv: list[str] | None = None) -> int:
     return 1 if failed else 0
 
 
-def validate(paths: list[Path]) -> int:
+def validate(paths: list[Path], *, jobs: int = 1, executor: str = "local", cluster=None) -> int:
     """Run each chapter once on its next fresh seed block and record the outcome in the lock.
 
     A chapter whose locked revision was validated already is not rerun (its outcome is
@@ -286,8 +358,10 @@ def validate(paths: list[Path]) -> int:
             continue
         block = claims_lock.next_block(lock, chapter)
         runs = []
-        for seed in block:
-            r = run_one(path, seed)
+        for seed, r in zip(block, run_many([(path, seed) for seed in block], jobs=jobs, executor=executor,
+                                           cluster=cluster)):
+            if r.get("key") is None:
+                raise SystemExit(f"{chapter} seed {seed}: {r['error']}\nnothing recorded; run the block again")
             diff = claims_lock.differences(lock["chapters"][chapter], r) if r["claims"] else []
             if diff:
                 raise SystemExit(f"{chapter} seed {seed}: the claims differ from the lock, so this is not "

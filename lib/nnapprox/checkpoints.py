@@ -58,7 +58,8 @@ in the metadata, refused when read back for other settings.
 
 Command line (``make checkpoints [NAME=...]``, ``make checkpoints-verify``)::
 
-    python -m nnapprox.checkpoints build [--name NAME] [--threads 1]
+    python -m nnapprox.checkpoints build [--name NAME] [--threads 1] [--jobs 2]
+    python -m nnapprox.checkpoints build --executor slurm --cpus 8 --time-min 240   # one Slurm job each
     python -m nnapprox.checkpoints verify
     python -m nnapprox.checkpoints list
 
@@ -314,8 +315,12 @@ def _git_commit() -> str:
         return "unknown"
 
 
-def build(name: str, *, directory: Path | None = None, threads: int | None = None) -> dict[str, Any]:
-    """Retrain ``name``, write its safetensors file and curve, and rewrite its manifest entry."""
+def build(name: str, *, directory: Path | None = None, threads: int | None = None,
+          write_manifest: bool = True) -> dict[str, Any]:
+    """Retrain ``name``, write its safetensors file and curve, and rewrite its manifest entry.
+
+    With ``write_manifest=False`` the entry is only returned: builds running at once (see
+    :func:`build_many`) leave the manifest to the process that started them."""
     from safetensors.torch import save_file
 
     from . import __version__
@@ -358,10 +363,42 @@ def build(name: str, *, directory: Path | None = None, threads: int | None = Non
         "commit": commit,
         "reproduce": f"python -m nnapprox.checkpoints build --name {name}",
     }
-    manifest = read_manifest(directory / "manifest.json")  # re-read: other builds may have finished meanwhile
-    manifest[name] = entry
-    (directory / "manifest.json").write_text(json.dumps(dict(sorted(manifest.items())), indent=1) + "\n")
+    if write_manifest:
+        _write_entries(directory, {name: entry})
     return entry
+
+
+def _write_entries(directory: Path, entries: dict[str, dict[str, Any]]) -> None:
+    manifest = read_manifest(directory / "manifest.json")  # re-read: other builds may have finished meanwhile
+    manifest.update(entries)
+    (directory / "manifest.json").write_text(json.dumps(dict(sorted(manifest.items())), indent=1) + "\n")
+
+
+def build_job(name: str, directory: str | None = None, threads: int | None = None) -> dict[str, Any]:
+    """:func:`build` as an executor's job: writes the weights and curve, returns the manifest entry."""
+    return build(name, directory=Path(directory) if directory else None, threads=threads, write_manifest=False)
+
+
+def build_many(names: list[str], *, directory: Path | None = None, jobs: int = 1, executor: str = "local",
+               cluster: Any = None, threads: int | None = None) -> dict[str, Any]:
+    """Build ``names`` ``jobs`` at a time on this machine or as one Slurm job each
+    (:func:`nnapprox.runtime.map_jobs`); each finished build's entry goes into the manifest as
+    it arrives. Returns ``{name: entry or the exception of a failed job}``."""
+    from . import runtime
+
+    directory = DIRECTORY if directory is None else directory
+    cluster = cluster or runtime.Cluster()
+    if threads is None:
+        threads = runtime.threads_per_job(jobs) if executor == "local" else cluster.cpus
+    calls = [dict(name=n, directory=str(directory), threads=threads) for n in names]
+    outcomes: dict[str, Any] = {}
+    for i, outcome in runtime.map_jobs("nnapprox.checkpoints:build_job", calls, executor=executor, jobs=jobs,
+                                       folder=Path("_build") / "submitit" / "checkpoints", cluster=cluster,
+                                       name="nnapprox-checkpoints"):
+        outcomes[names[i]] = outcome
+        if not isinstance(outcome, BaseException):
+            _write_entries(directory, {names[i]: outcome})
+    return outcomes
 
 
 def verify(directory: Path | None = None) -> list[str]:
@@ -380,7 +417,11 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     b = sub.add_parser("build", help="retrain checkpoints (all, or --name NAME) and rewrite the manifest")
     b.add_argument("--name", action="append", help="checkpoint to build (repeatable); default: all")
-    b.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
+    b.add_argument("--threads", type=int, default=None,
+                   help="torch threads per build (default: torch's; cores/jobs with --jobs, the job's CPUs on Slurm)")
+    from . import runtime
+
+    runtime.add_executor_arguments(b)
     sub.add_parser("verify", help="check every registered checkpoint's hash and settings")
     sub.add_parser("list", help="list registered checkpoints")
     args = parser.parse_args(argv)
@@ -400,11 +441,25 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [n for n in names if n not in registered]
     if unknown:
         parser.error(f"unknown checkpoint(s) {unknown}; registered: {sorted(registered)}")
-    for name in names:
-        entry = build(name, threads=args.threads)
-        print(f"{name}: {entry['steps']} steps, final loss {entry['final_loss']:.4g}, "
-              f"{entry['wall_seconds']:.0f} s, {entry['size'] / 1e6:.2f} MB")
-    return 0
+    jobs, executor, cluster = runtime.executor_settings(parser, args)
+    if executor == "local" and jobs == 1:  # one after another in this process, as before
+        for name in names:
+            _print_built(name, build(name, threads=args.threads))
+        return 0
+    failed = []
+    for name, outcome in build_many(names, jobs=jobs, executor=executor, cluster=cluster,
+                                    threads=args.threads).items():
+        if isinstance(outcome, BaseException):
+            failed.append(name)
+            print(f"{name}: FAILED: {str(outcome).strip().splitlines()[-1] if str(outcome).strip() else outcome!r}")
+        else:
+            _print_built(name, outcome)
+    return 1 if failed else 0
+
+
+def _print_built(name: str, entry: dict[str, Any]) -> None:
+    print(f"{name}: {entry['steps']} steps, final loss {entry['final_loss']:.4g}, "
+          f"{entry['wall_seconds']:.0f} s, {entry['size'] / 1e6:.2f} MB", flush=True)
 
 
 def _qualname_of(s: Spec) -> str:
