@@ -3,8 +3,10 @@
 For every assignment: the solutions score 100%, the untouched student notebook scores less on
 every autograded question, a deliberately wrong solution fails the question it targets, and
 the student notebook holds no solution code and no hidden test. For the batch grader: a folder
-with a good, a wrong, a crashing and a non-terminating submission gives four rows with the
-right scores and statuses within the time limit.
+with a good, a wrong, a crashing, a looping, a memory-hungry and a patching submission gives
+one row each with the right scores, statuses and flags within the time limit. Tampering has
+its own tests (``test_assignments_integrity.py``), as have hand-graded questions
+(``test_assignments_manual.py``) and the question bank (``test_assignments_bank.py``).
 
 Cost: each assignment is built once (without otter's own test run) and three notebooks per
 assignment are graded in one batch, two at a time; both on first use, so ``-k <name>`` checks
@@ -45,6 +47,7 @@ WRONG = {
 
 GRADE_TIMEOUT = 300.0  # only reached when something is broken
 LOOP_TIMEOUT = 120.0  # the non-terminating submission: a short limit (a good one needs ~10 s CPU, up to ~45 s on a busy machine)
+CELL_TIMEOUT = 30.0  # the looping cell is stopped after this; the rest of the notebook still runs
 
 
 def _write_variant(solution: Path, dest: Path, edit) -> Path:
@@ -279,7 +282,7 @@ def test_batch_grading_survives_crash_and_infinite_loop(built, tmp_path):
     out = tmp_path / "scores.csv"
     start = time.perf_counter()
     rows = asg.grade("intro", subs, timeout=LOOP_TIMEOUT, jobs=2, build_dir=folder.parent, out=out,
-                     memory_mb=4096)
+                     memory_mb=4096, cell_timeout=CELL_TIMEOUT)
     elapsed = time.perf_counter() - start
 
     by = {Path(r.submission).stem: r for r in rows}
@@ -287,21 +290,31 @@ def test_batch_grading_survives_crash_and_infinite_loop(built, tmp_path):
     assert by["e_memory"].status == "error" and "allocate" in by["e_memory"].message
     assert by["e_memory"].scores == by["a_good"].possible  # its own cell failed, the answers stand
     assert by["f_patch"].flags == ["reassigns torch.allclose",
-                                   "VARIANT cell edited (the hidden tests read their constants from it)"]
+                                   "VARIANT cell edited (graded with the handed-out constants)"]
+    assert by["f_patch"].scores == by["a_good"].possible  # the patch stayed in its kernel
     assert not by["a_good"].flags
-    feedback = json.loads((tmp_path / "feedback" / "b_wrong.json").read_text())
+    feedback = json.loads((tmp_path / "feedback" / "instructor" / "b_wrong.json").read_text())
     tests = feedback["questions"][question]["tests"]
     assert tests and any(not t["passed"] for t in tests) and all("hidden" in t for t in tests)
     assert all(t["passed"] for q in feedback["questions"] if q != question
                for t in feedback["questions"][q]["tests"])
+    # the student's copy: public tests with messages, hidden tests only counted
+    mine = json.loads((tmp_path / "feedback" / "b_wrong.json").read_text())["questions"][question]
+    hidden = [t for t in tests if t["hidden"]]
+    assert hidden and mine["hidden_tests"] == len(hidden)
+    assert all(t["test"] not in {h["test"] for h in hidden} for t in mine["public_tests"])
+    page = (tmp_path / "feedback" / "b_wrong.html").read_text()
+    assert "hidden test(s): results not shown" in page and not any(h["message"] in page for h in hidden
+                                                                   if h["message"] != "passed")
     full = by["a_good"].possible
     assert (by["a_good"].status, by["a_good"].scores) == ("ok", full)
     assert by["b_wrong"].status == "ok"
     assert by["b_wrong"].scores == {**full, question: 0.0}
     assert by["c_crash"].status == "error" and "student bug" in by["c_crash"].message
     assert by["c_crash"].scores == {**full, question: 0.0}
-    assert by["d_loop"].status == "timeout"
-    assert by["d_loop"].scores == {q: 0.0 for q in full}
+    # the looping cell is stopped on its own; every answer is still graded
+    assert by["d_loop"].status == "error" and "stopped at the cell time limit" in by["d_loop"].message
+    assert by["d_loop"].scores == full
     assert by["d_loop"].seconds < LOOP_TIMEOUT + 20
     assert elapsed < 3 * LOOP_TIMEOUT + 60
 
@@ -309,8 +322,9 @@ def test_batch_grading_survives_crash_and_infinite_loop(built, tmp_path):
 
     table = list(csv.DictReader(out.open()))
     assert list(table[0])[:3] == ["submission", "student_id", "status"]
-    assert list(table[0])[-7:] == ["total", "possible", "late_hours", "flags", "superseded", "seconds", "message"]
-    assert [r["status"] for r in table] == ["ok", "ok", "error", "timeout", "error", "ok"]
+    assert list(table[0])[-8:] == ["total", "possible", "late_hours", "late_penalty", "flags", "superseded",
+                                   "seconds", "message"]
+    assert [r["status"] for r in table] == ["ok", "ok", "error", "error", "error", "ok"]
     assert table[5]["flags"].startswith("reassigns torch.allclose; VARIANT cell edited")
 
 
@@ -483,7 +497,10 @@ def test_autograder_zip_grades_in_a_fresh_environment(built, tmp_path):
     env = yaml.safe_load((src / "environment.yml").read_text())
     (pip,) = [d["pip"] for d in env["dependencies"] if isinstance(d, dict)]
     assert any(p.startswith("torch==") for p in pip) and any(p.endswith(".whl") for p in pip)
-    pip = [p.replace("/autograder/source", str(src)) for p in pip]
+    assert "python=3.11" in env["dependencies"], "the project's Python"
+    assert "--extra-index-url https://download.pytorch.org/whl/cpu" in pip, "CPU wheels of torch"
+    # offline here: the index option is for otter's image build; the wheels come from the local cache
+    pip = [p.replace("/autograder/source", str(src)) for p in pip if not p.startswith("--")]
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
     done = subprocess.run([str(venv / "bin" / "pip"), "install", "-q", *pip], capture_output=True, text=True,

@@ -1,4 +1,16 @@
-"""``python -m nnapprox.assignments {list,build,grade}`` (see the package docstring)."""
+"""Autograded assignments: build, hand out, grade, hand-grade, keep a private bank.
+
+Commands (``python -m nnapprox.assignments COMMAND --help`` for each one's options):
+
+  list            the assignments
+  build           student notebooks and autograder zips (one variant)
+  handout         one notebook per student on a roster, each with its own variant
+  grade           grade a folder of submissions into a CSV and feedback pages
+  collect-manual  review pages and a points template for the hand-graded questions
+  new-bank        scaffold a private question bank (masters outside the public repository)
+
+See the instructor guide (book/instructors.md).
+"""
 
 from __future__ import annotations
 
@@ -13,7 +25,8 @@ from .grade import grade
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m nnapprox.assignments", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m nnapprox.assignments", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--masters", type=Path, default=None,
                         help="folder of private assignment masters (default: chapters/assignments)")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -45,6 +58,19 @@ def main(argv: list[str] | None = None) -> int:
                          help="grade even if the master changed since the autograder was built")
     p_grade.add_argument("--deadline", default=None,
                          help="ISO 8601 time (UTC unless an offset is given): fills the late_hours column")
+    p_grade.add_argument("--timestamps", type=Path, default=None,
+                         help="CSV of submission times (columns submission, submitted), as an LMS exports "
+                              "them; used instead of file times")
+    p_grade.add_argument("--late-policy", default=None,
+                         help="latest (default), on-time (grade the last file submitted by --deadline) "
+                              "or per-hour:X (X points off per hour late)")
+    p_grade.add_argument("--roster", type=Path, default=None,
+                         help="roster CSV (column student_id): grade each student against their own "
+                              "variant, as the handout command assigned them")
+    p_grade.add_argument("--cell-timeout", type=float, default=None,
+                         help="seconds one cell may run before it is stopped (default: a third of --timeout)")
+    p_grade.add_argument("--question-timeout", type=float, default=None,
+                         help="seconds one question's tests may run (default: a third of --timeout)")
     p_manual = sub.add_parser("collect-manual",
                               help="review pages and a points template for the hand-graded questions")
     p_manual.add_argument("name", metavar="NAME")
@@ -52,6 +78,16 @@ def main(argv: list[str] | None = None) -> int:
     p_manual.add_argument("--out", type=Path, default=None, help="output folder (default: <folder>/manual)")
     p_manual.add_argument("--anonymise", action="store_true", help="show submissions as S01, S02, ...")
     p_manual.add_argument("--id-regex", default=None, help="as for grade")
+    p_handout = sub.add_parser("handout", help="one notebook per student on a roster, each with its own variant")
+    p_handout.add_argument("name", metavar="NAME")
+    p_handout.add_argument("roster", type=Path, help="CSV with a column student_id")
+    p_handout.add_argument("--out", type=Path, required=True,
+                           help="output folder: students/<id>/NAME.ipynb, builds/, handout-NAME.csv")
+    p_handout.add_argument("--no-check", action="store_true", help="as for build")
+    p_bank = sub.add_parser("new-bank", help="scaffold a private question bank outside the public repository")
+    p_bank.add_argument("folder", type=Path, help="a new (or empty) folder outside this repository")
+    p_bank.add_argument("--pick", type=int, default=0,
+                        help="which structural variant of a question with several (default: 0)")
     args = parser.parse_args(argv)
 
     try:
@@ -79,12 +115,27 @@ def main(argv: list[str] | None = None) -> int:
                                anonymise=args.anonymise, id_regex=args.id_regex)
             print(f"review pages and the points template: {csv_path.parent} ({csv_path.name}); "
                   f"fill it in, then: grade {args.name} {args.folder} --manual {csv_path}")
+        elif args.command == "handout":
+            from .handout import handout
+
+            csv_path = handout(args.name, args.roster, args.out, check=not args.no_check)
+            print(f"one notebook per student under {args.out / 'students'}; who got which variant: {csv_path}; "
+                  f"grade with: grade {args.name} SUBMISSIONS --roster {args.roster} --build-dir {args.out / 'builds'}")
+        elif args.command == "new-bank":
+            from .bank import new_bank
+
+            record = new_bank(args.folder, pick=args.pick)
+            swapped = sum(len(v) for v in record.values())
+            print(f"question bank in {args.folder}: {len(record)} masters, {swapped} questions replaced by a "
+                  f"structural variant (see bank.json); use it with --masters {args.folder}")
         elif args.command == "grade":
             out = args.out or Path(args.folder) / f"scores-{args.name}.csv"
             rows = grade(args.name, args.folder, timeout=args.timeout, out=out, jobs=args.jobs,
                          build_dir=args.build_dir, progress=True, memory_mb=args.memory_mb or None,
                          id_regex=args.id_regex, deadline=args.deadline, allow_stale=args.allow_stale,
-                         manual=args.manual)
+                         manual=args.manual, roster_csv=args.roster, timestamps=args.timestamps,
+                         late_policy=args.late_policy, cell_timeout=args.cell_timeout,
+                         question_timeout=args.question_timeout)
             counts = {s: sum(r.status == s for r in rows) for s in ("ok", "error", "timeout")}
             print(f"{len(rows)} submissions graded ({counts['ok']} ok, {counts['error']} error, "
                   f"{counts['timeout']} timeout): {out}; feedback in {Path(out).parent / 'feedback'}")

@@ -54,6 +54,8 @@ BUILD = ROOT / "_build" / "assignments"
 #: The library's runtime requirements, pinned to the lock file's versions in the autograder.
 RUNTIME = ("torch", "numpy", "scipy", "matplotlib", "tqdm", "jaxtyping", "safetensors")
 CONTAINER_SOURCE = "/autograder/source"  # where otter's containers unpack the autograder zip
+PYTHON_VERSION = "3.11"  # the project's Python, also in the autograder's environment.yml
+TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 
 
 class AssignmentError(ValueError):
@@ -179,13 +181,16 @@ def _self_contained(nb, work: Path) -> None:
     import yaml
 
     wheel = _library_wheel(work)
-    lines = _pinned_runtime() + [f"{CONTAINER_SOURCE}/files/{wheel.name}"]
+    # CPU wheels of torch (the CUDA build is ~10 times larger and grading needs no GPU); the
+    # lock's version matches the index's "+cpu" build
+    lines = [f"--extra-index-url {TORCH_CPU_INDEX}"] + _pinned_runtime() + [f"{CONTAINER_SOURCE}/files/{wheel.name}"]
     (work / "requirements.txt").write_text("\n".join(lines) + "\n")
     for cell in nb.cells:
         if cell.cell_type == "raw" and cell.source.lstrip().startswith("# ASSIGNMENT CONFIG"):
             head, _, body = cell.source.partition("\n")
             config = yaml.safe_load(body) or {}
             config["requirements"] = "requirements.txt"
+            config["python_version"] = PYTHON_VERSION
             config["files"] = list(config.get("files") or []) + [wheel.name]
             cell.source = head + "\n" + yaml.safe_dump(config, sort_keys=False)
             return
@@ -220,11 +225,9 @@ def build_one(name: str, out: Path | str = BUILD, *, check: bool = True, quiet: 
 
     ``check=True`` lets otter run every test (public and hidden) against the solutions and
     fail the build if one fails. The output folder is replaced. ``variant`` picks the
-    constants of the master's ``# VARIANTS`` cell (see the module docstring).
+    constants of the master's ``# VARIANTS`` cell (see the module docstring). A build that
+    fails removes ``<out>/<name>`` (it would hold the solutions).
     """
-    import nbformat
-    from otter.assign import main as otter_assign
-
     master = master_path(name)
     if variant is not None and not isinstance(variant, int):
         raise AssignmentError(f"variant must be an integer, got {variant!r}")
@@ -232,6 +235,17 @@ def build_one(name: str, out: Path | str = BUILD, *, check: bool = True, quiet: 
     dest = Path(out).resolve() / name
     if dest.exists():
         shutil.rmtree(dest)
+    try:
+        return _build_into(dest, name, master, check=check, quiet=quiet, variant=variant)
+    except BaseException:
+        shutil.rmtree(dest, ignore_errors=True)  # a failed build leaves no solutions behind
+        raise
+
+
+def _build_into(dest: Path, name: str, master: Path, *, check: bool, quiet: bool, variant: int | None) -> Path:
+    import nbformat
+    from otter.assign import main as otter_assign
+
     work = dest / "master"
     work.mkdir(parents=True)
     nb = master_notebook(name)
@@ -260,14 +274,37 @@ def build_one(name: str, out: Path | str = BUILD, *, check: bool = True, quiet: 
     shutil.rmtree(work)
     if not autograder_zip(dest).exists():
         raise AssignmentError(f"otter assign wrote no autograder zip under {dest / 'autograder'}")
-    manifest = release_manifest(name) | {"variant": chosen}
+    manifest = release_manifest(name, chosen)
     (dest / "release.json").write_text(json.dumps(manifest, indent=1) + "\n")
     (dest / "forbidden.json").write_text(json.dumps(banned, indent=1) + "\n")
     student = student_notebook(dest)
     snb = nbformat.read(student, as_version=4)
     snb.metadata["nnapprox"] = {"assignment": name, "release": manifest["release"], "variant": chosen}
     nbformat.write(snb, student)
+    if check and banned:
+        check_forbidden(dest, banned)
     return dest
+
+
+def check_forbidden(built: Path, banned: dict[str, list[str]], timeout: float = 900.0) -> None:
+    """Grade the reference solution with the project's grader and stop if a forbidden function
+    answers a question: for each question with a ``# FORBIDDEN`` list, every call the tests
+    make to the solution's functions is replayed on each forbidden function, and a function
+    that returns the same results on all of them means the question can be answered by
+    calling the library. Raises :class:`AssignmentError` naming the question, the answer and
+    the library function; also when the solution does not score full marks here."""
+    from .grade import grade_submission
+
+    row = grade_submission(autograder_zip(built), solution_notebook(built), timeout,
+                           handout=student_notebook(built), forbidden=banned)
+    if row.status != "ok" or row.scores != row.possible:
+        raise AssignmentError(f"the reference solution of {built.name} does not score full marks with the grader: "
+                              f"{row.scores} of {row.possible} ({row.message or row.problems})")
+    if row.answerable:
+        found = "; ".join(f"{q}: {f}() equals {g}()" for q, pairs in sorted(row.answerable.items())
+                          for f, g in pairs)
+        raise AssignmentError(f"{built.name}: on the tests' inputs a forbidden library function gives the "
+                              f"answer ({found}); change the question so that calling the library does not answer it")
 
 
 def _show_question_points(nb) -> None:
@@ -288,15 +325,19 @@ def master_sha256(name: str) -> str:
     return hashlib.sha256(master_path(name).read_bytes()).hexdigest()
 
 
-def release_manifest(name: str) -> dict:
-    """What ties a handed-out notebook to its autograder: master hash, commit, build time."""
+def release_manifest(name: str, variant: int | None = None) -> dict:
+    """What ties a handed-out notebook to its autograder: master hash, variant, commit, build time.
+
+    The release id is the master's hash for an assignment without variants, and a hash of the
+    master and the variant number otherwise, so each variant has its own id."""
     try:
         commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True,
                                 timeout=10).stdout.strip() or None
     except (OSError, subprocess.TimeoutExpired):
         commit = None
     digest = master_sha256(name)
-    return {"assignment": name, "release": digest[:12], "master_sha256": digest, "commit": commit,
+    release = digest[:12] if variant is None else hashlib.sha256(f"{digest}:{variant}".encode()).hexdigest()[:12]
+    return {"assignment": name, "release": release, "master_sha256": digest, "variant": variant, "commit": commit,
             "built": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")}
 
 

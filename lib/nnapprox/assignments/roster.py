@@ -25,9 +25,41 @@ PROTECTED = ("torch", "numpy", "nnapprox", "otter", "grader", "scipy", "math")
 _OTTER_STAMP = re.compile(r"_(\d{4})_(\d{2})_(\d{2})T(\d{2})_(\d{2})_(\d{2})(?:_(\d{1,6}))?\.zip$")
 
 
-def submission_time(path: Path | str) -> dt.datetime:
-    """The submission time (UTC): otter's export timestamp in the name, else the file's mtime."""
+def read_timestamps(path: Path | str) -> dict[str, dt.datetime]:
+    """Submission times from a CSV, as an LMS exports them: a column ``submission`` (or
+    ``file``) with the file name and a column ``submitted`` (or ``timestamp``) with an ISO 8601
+    time (UTC unless it has an offset). File modification times are unreliable after a bulk
+    download; these take precedence."""
+    import csv
+
     path = Path(path)
+    if not path.exists():
+        raise ValueError(f"timestamps file not found: {path}")
+    out = {}
+    with open(path, newline="") as f:
+        reader = csv.DictReader(f)
+        cols = reader.fieldnames or []
+        file_col = next((c for c in ("submission", "file") if c in cols), None)
+        time_col = next((c for c in ("submitted", "timestamp") if c in cols), None)
+        if not file_col or not time_col:
+            raise ValueError(f"{path} needs a column 'submission' (or 'file') and a column 'submitted' "
+                             f"(or 'timestamp'); it has {', '.join(cols) or 'none'}")
+        for i, row in enumerate(reader, start=2):
+            try:
+                when = dt.datetime.fromisoformat(row[time_col].strip())
+            except ValueError:
+                raise ValueError(f"{path}, line {i}: {row[time_col]!r} is not an ISO 8601 time "
+                                 "such as 2026-12-01T23:59:00+01:00") from None
+            out[row[file_col].strip()] = when if when.tzinfo else when.replace(tzinfo=dt.timezone.utc)
+    return out
+
+
+def submission_time(path: Path | str, times: dict[str, dt.datetime] | None = None) -> dt.datetime:
+    """The submission time (UTC): from ``times`` (a timestamps CSV) if it names the file, else
+    otter's export timestamp in the name, else the file's mtime."""
+    path = Path(path)
+    if times and path.name in times:
+        return times[path.name]
     m = _OTTER_STAMP.search(path.name)
     if m:
         y, mo, d, h, mi, s, us = m.groups()
@@ -58,11 +90,14 @@ def student_id(name: str, regex: re.Pattern | None) -> str:
     return m.group(1) if regex.groups else m.group(0)
 
 
-def latest_per_student(paths: list[Path], regex: re.Pattern | None) -> tuple[list[Path], dict[Path, list[Path]]]:
-    """Each student's latest submission, and for each kept file the older ones it supersedes.
+def latest_per_student(paths: list[Path], regex: re.Pattern | None, times: dict[str, dt.datetime] | None = None,
+                       on_time_before: dt.datetime | None = None) -> tuple[list[Path], dict[Path, list[Path]]]:
+    """Each student's latest submission, and for each kept file the others it supersedes.
 
     Files whose name does not match ``regex`` are kept (with an empty ID) and reported by
-    the caller; without a regex every file is its own student.
+    the caller; without a regex every file is its own student. With ``on_time_before`` (the
+    late policy ``on-time``) a student's latest file submitted by then is kept when there is
+    one, else their latest.
     """
     groups: dict[str, list[Path]] = {}
     unmatched = []
@@ -74,9 +109,13 @@ def latest_per_student(paths: list[Path], regex: re.Pattern | None) -> tuple[lis
         groups.setdefault(sid, []).append(p)
     kept, superseded = [], {}
     for files in groups.values():
-        files = sorted(files, key=lambda p: (submission_time(p), p.name))
-        kept.append(files[-1])
-        superseded[files[-1]] = files[:-1]
+        files = sorted(files, key=lambda p: (submission_time(p, times), p.name))
+        keep = files[-1]
+        if on_time_before is not None:
+            on_time = [p for p in files if submission_time(p, times) <= on_time_before]
+            keep = on_time[-1] if on_time else keep
+        kept.append(keep)
+        superseded[keep] = [p for p in files if p != keep]
     kept += unmatched
     for p in unmatched:
         superseded[p] = []
@@ -94,11 +133,59 @@ def parse_deadline(text: str | None) -> dt.datetime | None:
     return when if when.tzinfo else when.replace(tzinfo=dt.timezone.utc)
 
 
-def hours_late(path: Path, deadline: dt.datetime | None) -> float:
+def hours_late(path: Path, deadline: dt.datetime | None, times: dict[str, dt.datetime] | None = None) -> float:
     """Hours between the deadline and the submission time; 0 when on time or without deadline."""
     if deadline is None:
         return 0.0
-    return max(0.0, (submission_time(path) - deadline).total_seconds() / 3600.0)
+    return max(0.0, (submission_time(path, times) - deadline).total_seconds() / 3600.0)
+
+
+def parse_late_policy(text: str | None) -> tuple[str, float]:
+    """``--late-policy``: ``latest`` (default: grade the latest file, no penalty), ``on-time``
+    (grade a student's latest file submitted by the deadline when there is one) or
+    ``per-hour:X`` (grade the latest file, minus X points per hour late, pro rata)."""
+    if text in (None, "latest"):
+        return "latest", 0.0
+    if text == "on-time":
+        return "on-time", 0.0
+    if text.startswith("per-hour:"):
+        try:
+            rate = float(text.partition(":")[2])
+        except ValueError:
+            rate = -1.0
+        if rate >= 0:
+            return "per-hour", rate
+    raise ValueError(f"--late-policy takes latest, on-time or per-hour:X (points per hour late, X >= 0), got {text!r}")
+
+
+def read_roster(path: Path | str) -> list[str]:
+    """Student IDs from a roster CSV (column ``student_id``, else ``id``, else the first column)."""
+    import csv
+
+    path = Path(path)
+    if not path.exists():
+        raise ValueError(f"roster not found: {path}")
+    with open(path, newline="") as f:
+        reader = csv.DictReader(f)
+        cols = reader.fieldnames or []
+        if not cols:
+            raise ValueError(f"{path} is empty: a roster is a CSV with a column student_id")
+        col = next((c for c in ("student_id", "id") if c in cols), cols[0])
+        ids = [row[col].strip() for row in reader if (row.get(col) or "").strip()]
+    if len(set(ids)) != len(ids):
+        raise ValueError(f"{path}: student IDs must be unique")
+    return ids
+
+
+def variant_for(student_id: str, assignment: str, choices: list[int]) -> int:
+    """The variant a student gets: a stable hash of the assignment and the ID picks one of
+    ``choices`` (the same every time, on every machine)."""
+    import hashlib
+
+    if not choices:
+        raise ValueError(f"assignment {assignment!r} has no variants to assign")
+    digest = hashlib.sha256(f"{assignment}\0{student_id}".encode()).digest()
+    return sorted(choices)[int.from_bytes(digest[:8], "big") % len(choices)]
 
 
 def _read_notebook(path: Path):
@@ -118,6 +205,15 @@ def notebook_release(path: Path) -> str | None:
     except Exception:  # noqa: BLE001 - unreadable: graded (and reported) as an error
         return None
     return ((nb.metadata.get("nnapprox") or {}).get("release")) if nb is not None else None
+
+
+def notebook_student(path: Path) -> str | None:
+    """The student ID a per-student handout carries (``metadata.nnapprox.student_id``), if any."""
+    try:
+        nb = _read_notebook(path)
+    except Exception:  # noqa: BLE001 - unreadable: graded (and reported) as an error
+        return None
+    return ((nb.metadata.get("nnapprox") or {}).get("student_id")) if nb is not None else None
 
 
 def notebook_sources(path: Path) -> list[str]:
