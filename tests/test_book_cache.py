@@ -4,6 +4,8 @@ import importlib.util
 import types
 from pathlib import Path
 
+import pytest
+
 import harness
 
 spec = importlib.util.spec_from_file_location("nnapprox_book", harness.ROOT / "book" / "_ext" / "nnapprox_book.py")
@@ -83,3 +85,62 @@ def test_a_build_from_executions_made_beforehand_finds_what_is_missing(tmp_path)
             cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text="executed beforehand\n")]
     get_cache(str(cache)).cache_notebook_bundle(CacheBundleIn(nb, str(done)), check_validity=False)
     assert ext.uncached_notebooks(cache, [done, missing]) == [missing]
+
+
+@pytest.mark.chapter
+def test_a_parallel_run_stored_by_the_harness_is_what_the_book_finds(tmp_path, monkeypatch):
+    """``make book`` executes the chapters through the harness and the build takes them from the
+    cache: an execution stored with :func:`harness.store_in_cache` is found for its chapter,
+    and a chapter without one is still missing."""
+    monkeypatch.setattr(harness, "BUILD", tmp_path)
+    fixtures = Path(__file__).parent / "fixtures"
+    done, missing = fixtures / "false_claim.md", fixtures / "no_claims.md"
+    result = harness.run_chapter(done, parameters={"claim_holds": True}, work_dir=tmp_path / "executed")
+    assert result.ok, result.error
+    assert harness.uncached_for_book([done, missing]) == [done, missing]
+    assert harness.store_in_cache(done, Path(result.executed), seconds=result.wall_seconds)
+    assert harness.uncached_for_book([done, missing]) == [missing]
+    assert (tmp_path / ".nnapprox-execution-key").read_text() == ext.execution_key()
+
+
+def _book_mode(tmp_path, monkeypatch, uncached):
+    fixtures = Path(__file__).parent / "fixtures"
+    paths = [fixtures / "false_claim.md", fixtures / "no_claims.md"]
+    calls = []
+    monkeypatch.setattr(harness, "toc_notebooks", lambda root=harness.ROOT: paths)
+    monkeypatch.setattr(harness, "uncached_for_book", lambda ps: [p for p in ps if p.stem in uncached])
+    monkeypatch.setattr(harness, "REPORTS", tmp_path / "reports")
+    monkeypatch.setattr(harness, "BUILD", tmp_path)
+
+    def run_chapters(ps, **options):
+        calls.append((ps, options))
+        return [harness.ChapterResult(p.stem, p.name, options["profile"], options["device"], 0, ok=True,
+                                      primed=True, claims_passed=1, claims_total=1) for p in ps]
+
+    monkeypatch.setattr(harness, "run_chapters", run_chapters)
+    return paths, calls
+
+
+def test_make_book_executes_only_the_chapters_the_cache_lacks(tmp_path, monkeypatch):
+    monkeypatch.delenv("NNAPPROX_PROFILE", raising=False)
+    monkeypatch.delenv("NNAPPROX_REQUIRE_CACHE", raising=False)
+    paths, calls = _book_mode(tmp_path, monkeypatch, uncached={"no_claims"})
+    assert harness.main(["--book", "--jobs", "2"]) == 0
+    (ran, options), = calls
+    assert ran == [paths[1]] and options["jobs"] == 2
+    assert (options["profile"], options["device"], options["seeds"]["no_claims"]) == ("quick", "cpu", 0)
+    calls.clear()
+    _book_mode(tmp_path, monkeypatch, uncached=set())
+    assert harness.main(["--book"]) == 0 and calls == []  # a second make book: nothing executes
+
+
+def test_a_book_from_executions_made_elsewhere_never_executes_here(tmp_path, monkeypatch):
+    """The GPU workflow's book job (NNAPPROX_REQUIRE_CACHE=1) must not run a missing chapter on
+    its CPU runner: the harness names it and stops."""
+    import pytest
+
+    monkeypatch.setenv("NNAPPROX_REQUIRE_CACHE", "1")
+    _, calls = _book_mode(tmp_path, monkeypatch, uncached={"false_claim"})
+    with pytest.raises(SystemExit, match="no execution in the cache: false_claim"):
+        harness.main(["--book"])
+    assert calls == []
