@@ -171,6 +171,7 @@ def test_solutions_score_full_marks(graded, name):
     assert row.status == "ok", row.message
     assert len(row.possible) >= 3
     assert row.scores == row.possible, row
+    assert row.flags == [], f"{name}: the reference solution is flagged: {row.flags}"
 
 
 @pytest.mark.parametrize("name", NAMES)

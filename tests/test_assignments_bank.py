@@ -73,3 +73,31 @@ def test_public_solution_scores_zero_on_a_structural_variant(name, question, tag
     assert copied.scores[question] == 0.0, copied.tests[question]
     others = {q: s for q, s in copied.scores.items() if q != question}
     assert others == {q: p for q, p in copied.possible.items() if q != question}
+
+
+def test_failed_build_leaves_no_solutions(tmp_path, monkeypatch):
+    """A master whose build fails (here: its '# FORBIDDEN' cell names a function that does not
+    exist) stops with a message naming the problem and leaves no output folder behind."""
+    import importlib
+
+    b = importlib.import_module("nnapprox.assignments.build")
+    masters = tmp_path / "private"
+    masters.mkdir()
+    text = (b.MASTERS / "intro.md").read_text().replace("# FORBIDDEN\nq1: [", "# FORBIDDEN\nq1: [nnapprox.no_such_function, ", 1)
+    (masters / "intro.md").write_text(text)
+    monkeypatch.setattr(b, "MASTERS", masters)
+    out = tmp_path / "out"
+    (out / "intro" / "master").mkdir(parents=True)  # an earlier build's leftovers are replaced too
+    with pytest.raises(asg.AssignmentError, match="names 'nnapprox.no_such_function' for q1, which does not exist"):
+        asg.build_one("intro", out, check=False)
+    assert not (out / "intro").exists()
+
+
+def test_help_lists_every_command(capsys):
+    from nnapprox.assignments.__main__ import main
+
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    text = capsys.readouterr().out
+    for command in ("list", "build", "handout", "grade", "collect-manual", "new-bank"):
+        assert f"\n  {command} " in text, f"--help does not describe {command}"

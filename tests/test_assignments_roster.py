@@ -84,3 +84,61 @@ def test_every_section_an_assignment_cites_exists_in_its_chapter():
             assert m.group("title") == heads[0], f"{name}: chapter title {m.group('title')!r} != {heads[0]!r}"
         for section in re.findall(r"\*([^*]+)\*", m.group("sections") or ""):
             assert section in heads, f"{name}: cites section {section!r}, not a heading of {chapters[name].name}"
+
+
+def test_timestamps_csv_overrides_file_times(tmp_path):
+    regex = roster.compile_id_regex(r"^(?P<id>s\d+)_")
+    for name in ("s01_a.ipynb", "s01_b.ipynb"):
+        (tmp_path / name).write_text("{}")
+    # file times say b is newer; the LMS says a was submitted last
+    os.utime(tmp_path / "s01_a.ipynb", (1e9, 1e9))
+    os.utime(tmp_path / "s01_b.ipynb", (2e9, 2e9))
+    times_csv = tmp_path / "times.csv"
+    times_csv.write_text("submission,submitted\ns01_a.ipynb,2026-12-02T01:00:00+01:00\n"
+                         "s01_b.ipynb,2026-11-30T12:00\n")
+    times = roster.read_timestamps(times_csv)
+    assert times["s01_a.ipynb"] == dt.datetime(2026, 12, 2, 0, 0, tzinfo=dt.timezone.utc)
+    paths = sorted(p for p in tmp_path.iterdir() if p.suffix == ".ipynb")
+    kept, superseded = roster.latest_per_student(paths, regex, times)
+    assert [p.name for p in kept] == ["s01_a.ipynb"]
+    deadline = roster.parse_deadline("2026-12-01T23:00")
+    assert roster.hours_late(kept[0], deadline, times) == pytest.approx(1.0)
+    # late policy on-time: the file submitted by the deadline is graded instead
+    kept, superseded = roster.latest_per_student(paths, regex, times, on_time_before=deadline)
+    assert [p.name for p in kept] == ["s01_b.ipynb"] and [p.name for p in superseded[kept[0]]] == ["s01_a.ipynb"]
+
+
+def test_timestamps_and_policy_errors_name_what_is_valid(tmp_path):
+    bad = tmp_path / "t.csv"
+    bad.write_text("name,when\nx,y\n")
+    with pytest.raises(ValueError, match="needs a column 'submission'"):
+        roster.read_timestamps(bad)
+    bad.write_text("submission,submitted\nx.ipynb,yesterday\n")
+    with pytest.raises(ValueError, match="line 2: 'yesterday' is not an ISO 8601 time"):
+        roster.read_timestamps(bad)
+    with pytest.raises(ValueError, match="not found"):
+        roster.read_timestamps(tmp_path / "missing.csv")
+    assert roster.parse_late_policy(None) == ("latest", 0.0)
+    assert roster.parse_late_policy("on-time") == ("on-time", 0.0)
+    assert roster.parse_late_policy("per-hour:0.5") == ("per-hour", 0.5)
+    for wrong in ("per-hour:-1", "per-hour:x", "strict"):
+        with pytest.raises(ValueError, match="latest, on-time or per-hour:X"):
+            roster.parse_late_policy(wrong)
+
+
+def test_variant_for_is_stable_and_spreads(tmp_path):
+    ids = [f"s{i:03d}" for i in range(60)]
+    first = [roster.variant_for(i, "intro", [0, 1, 2]) for i in ids]
+    assert first == [roster.variant_for(i, "intro", [2, 1, 0]) for i in ids], "independent of the order given"
+    counts = [first.count(k) for k in (0, 1, 2)]
+    assert min(counts) >= 10, counts  # 60 students over 3 variants: none nearly empty
+    other = [roster.variant_for(i, "depth", [0, 1, 2]) for i in ids]
+    assert other != first, "the assignment enters the hash"
+    with pytest.raises(ValueError, match="no variants"):
+        roster.variant_for("s001", "intro", [])
+    csv_path = tmp_path / "roster.csv"
+    csv_path.write_text("name,student_id\nAda,s001\nAlan,s002\n")
+    assert roster.read_roster(csv_path) == ["s001", "s002"]
+    csv_path.write_text("student_id\ns001\ns001\n")
+    with pytest.raises(ValueError, match="unique"):
+        roster.read_roster(csv_path)
