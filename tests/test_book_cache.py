@@ -144,3 +144,23 @@ def test_a_book_from_executions_made_elsewhere_never_executes_here(tmp_path, mon
     with pytest.raises(SystemExit, match="no execution in the cache: false_claim"):
         harness.main(["--book"])
     assert calls == []
+
+
+@pytest.mark.parametrize("records, expected", [
+    ({"a": {"profile": "quick", "device": "cpu"}, "b": {"profile": "quick", "device": "cpu"}},
+     "This copy shows every chapter run at the quick profile on cpu (scaled down"),
+    ({"a": {"profile": "full", "device": "cuda"}}, "This copy shows 1 of 2 chapters run at the full profile on cuda"),
+    ({"a": {"profile": "full", "device": "cuda"}, "b": {"profile": "quick", "device": "cpu"}},
+     "ran at different profiles (full on cuda: a; quick on cpu: b)"),
+    ({}, "No chapter of this copy has run yet"),
+])
+def test_the_front_page_says_which_profile_the_chapters_ran_at(records, expected):
+    para = ext.profile_paragraph(records, ["a", "b"], "status.html")
+    assert expected in para.astext()
+    links = [n["refuri"] for n in para.findall(lambda n: n.tagname == "reference")]
+    assert links == (["status.html"] if records else [])
+
+
+def test_the_front_page_holds_the_profile_line():
+    index = (harness.ROOT / "book" / "index.md").read_text()
+    assert "```{nnapprox-profile}" in index and "`quick`" in index and "`full`" in index

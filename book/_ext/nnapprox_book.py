@@ -22,6 +22,9 @@ It does what Jupyter Book 1 does not do by itself:
 6. **The chapter graph**: ``{nnapprox-chapter-graph}`` draws the chapters of ``_toc.yml`` and
    what each builds on (:data:`CHAPTER_EDGES`) as an inline SVG figure; its content is the
    caption.
+7. **Which runs a reader sees**: ``{nnapprox-profile}`` becomes one paragraph naming the
+   profile and device every chapter of this build ran at (from the claims records), with a
+   link to the status page.
 """
 
 from __future__ import annotations
@@ -347,13 +350,59 @@ def _fmt(x) -> str:
 def _on_doctree_resolved(app: Sphinx, doctree, docname: str) -> None:
     for node in list(doctree.findall(status_placeholder)):
         node.replace_self(_status_part(node["part"]))
+    for node in list(doctree.findall(profile_placeholder)):
+        status_uri = app.builder.get_relative_uri(docname, node["status"]) if app.builder.format == "html" else ""
+        node.replace_self(profile_paragraph(_claims_records(), _toc_order(), status_uri))
     for node in list(doctree.findall(graph_placeholder)):
         node.replace_self(nodes.raw("", chapter_graph_svg(docname), format="html"))
 
 
 def _on_env_get_outdated(app, env, added, changed, removed):
-    # the status page reflects the latest run: re-read and re-write it on every build
-    return [d for d in env.found_docs if d.endswith("status")] if env.found_docs else []
+    # the status page and the front page reflect the latest run: re-read and re-write them on every build
+    return [d for d in env.found_docs if d.endswith("status") or d == app.config.root_doc] if env.found_docs else []
+
+
+# --------------------------------------------------------------------------- 7. the profile readers see
+class profile_placeholder(nodes.General, nodes.Element):
+    """Filled when the page is written, from the claims records of the chapters."""
+
+
+class ProfileDirective(SphinxDirective):
+    """``{nnapprox-profile}``: which profile and device the chapters of this build ran at."""
+
+    def run(self):
+        return [profile_placeholder(status=_status_docname(self.env))]
+
+
+def _status_docname(env) -> str:
+    return next((d for d in sorted(env.found_docs) if d.endswith("status")), "status")
+
+
+def profile_paragraph(records: dict[str, dict], order: list[str], status_uri: str = "") -> nodes.paragraph:
+    """One paragraph: the profile and device of each chapter's run, grouped, and the status link."""
+    runs: dict[tuple[str, str], list[str]] = {}
+    for stem in order:
+        record = records.get(stem)
+        if record is not None:
+            runs.setdefault((str(record.get("profile", "?")), str(record.get("device", "?"))), []).append(stem)
+    para = nodes.paragraph(classes=["nnapprox-profile"])
+    para += nodes.strong(text="Which runs you are reading. ")
+    if not runs:
+        para += nodes.Text("No chapter of this copy has run yet, so it shows no results.")
+    elif len(runs) == 1:
+        (profile, device), stems = next(iter(runs.items()))
+        every = "every chapter" if len(stems) == len(order) else f"{len(stems)} of {len(order)} chapters"
+        scale = {"quick": " (scaled down to run on a CPU in minutes, so its numbers are smaller than the papers')",
+                 "full": " (the papers' scale where affordable)"}.get(profile.split(" ")[0], "")
+        para += nodes.Text(f"This copy shows {every} run at the {profile} profile on {device}{scale}. ")
+    else:
+        parts = [f"{profile} on {device}: {', '.join(stems)}" for (profile, device), stems in runs.items()]
+        para += nodes.Text("The chapters of this copy ran at different profiles (" + "; ".join(parts) + "). ")
+    if runs:
+        para += nodes.Text("Whether each chapter's claims hold is on the ")
+        para += nodes.reference("", "status page", refuri=status_uri or "status.html")
+        para += nodes.Text(".")
+    return para
 
 
 # --------------------------------------------------------------------------- 5. chapter graph
@@ -632,4 +681,6 @@ def setup(app: Sphinx):
     app.add_directive("nnapprox-status", StatusDirective)
     app.add_node(graph_placeholder, html=(lambda self, node: None, lambda self, node: None))
     app.add_directive("nnapprox-chapter-graph", ChapterGraphDirective)
+    app.add_node(profile_placeholder, html=(lambda self, node: None, lambda self, node: None))
+    app.add_directive("nnapprox-profile", ProfileDirective)
     return {"version": "0.1", "parallel_read_safe": True, "parallel_write_safe": True}
