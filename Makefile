@@ -51,7 +51,7 @@ export MPLBACKEND := module://matplotlib_inline.backend_inline
 export PYDEVD_DISABLE_FILE_VALIDATION := 1
 
 .PHONY: help setup browser book test unit chapters chapter seeds checkpoints checkpoints-verify \
-	cuda-smoke notebooks assignments prose clean distclean
+	cuda-smoke seeds-report notebooks assignments prose clean distclean
 
 help:
 	@echo "make book          set up, execute every chapter (JOBS at a time), build the HTML book (_build/html)"
@@ -60,6 +60,7 @@ help:
 	@echo "make chapters      run every chapter with papermill (PROFILE, DEVICE, SEED as above)"
 	@echo "make seeds         every chapter, quick profile, on SEEDS=\"0 1 ... 9\" (NAME= for one chapter)"
 	@echo "make seeds SEEDS=validation   each chapter once on its next fresh seed block (book/claims.lock)"
+	@echo "make seeds-report [MERGE=dir]  the sweep's report from stored runs (MERGE: runs made elsewhere)"
 	@echo "make checkpoints   retrain the committed model checkpoints (NAME= for one); checkpoints-verify"
 	@echo "make cuda-smoke    every chapter, quick profile, DEVICE=cuda -> _build/reports/cuda-smoke.md"
 	@echo "  JOBS=$(JOBS) (default: the cores, 1 with DEVICE=cuda); EXECUTOR=local|slurm for chapters,"
@@ -115,6 +116,11 @@ chapters: setup
 
 seeds: setup
 	$(PY) tests/seeds.py $(NAME) --seeds "$(SEEDS)" $(RUN_FLAGS)
+
+# the report of the stored runs, running nothing; MERGE=<folder> first files the runs found
+# there (e.g. the artifacts of the CI matrix's jobs) into _build/seeds
+seeds-report: setup
+	$(PY) tests/seeds.py $(NAME) --report-only $(if $(MERGE),--merge $(MERGE))
 
 checkpoints: setup
 	$(PY) -m nnapprox.checkpoints build $(if $(NAME),--name $(NAME)) $(RUN_FLAGS)

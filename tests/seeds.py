@@ -19,6 +19,10 @@ sweep interrupted by the end of a session resumes where it stopped, and a change
 chapter's subpackage does not invalidate the runs of the others. Every empirical claim must hold on every seed: a claim that fails on some seed is a
 defect of the claim or of the experiment, never a reason to choose the seed.
 
+On many machines (the weekly CI matrix: one job per chapter and seed block), each job runs its
+part and keeps its ``seed-*.json``; ``--merge DIR --report-only`` files them all into
+``_build/seeds`` and writes the one report, as if one machine had run them.
+
 ``--jobs N`` runs N chapter × seed runs at a time (each with ``OMP_NUM_THREADS`` = cores / N);
 ``--executor slurm`` submits one Slurm job per run through submitit (the options of
 ``tests/harness.py``). Each run is written as it ends (atomically), so an interrupted
@@ -296,9 +300,22 @@ def main(argv: list[str] | None = None) -> int:
                         help='seeds, separated by spaces or commas (default "0 1 ... 9"), or '
                              '"validation": the next fresh block of each chapter, once per locked revision')
     parser.add_argument("--force", action="store_true", help="re-run even where a valid run is stored")
+    parser.add_argument("--report-only", action="store_true",
+                        help="run nothing: write the report from the stored runs (after --merge)")
+    parser.add_argument("--merge", metavar="DIR",
+                        help="first file every seed-*.json found under DIR (e.g. the runs of a CI matrix's jobs) "
+                             "into _build/seeds by its chapter and seed")
     harness.add_executor_arguments(parser)
     args = parser.parse_args(argv)
     jobs, executor, cluster = harness.executor_settings(parser, args)
+    if args.merge and not Path(args.merge).is_dir():
+        parser.error(f"--merge takes a folder of seed-*.json runs, got {args.merge!r}")
+    if args.merge:
+        print(f"merged {merge(Path(args.merge))} runs from {args.merge} into {SWEEP}")
+    if args.report_only:
+        paths = [harness.find_chapter(n) for n in args.names] if args.names else harness.toc_notebooks()
+        order = [p.stem for p in harness.toc_notebooks()]
+        return write_report(paths, order + [p.stem for p in paths if p.stem not in order])
     if args.seeds.strip() == "validation":
         if args.force:
             parser.error("--force does not apply to validation seeds: each revision runs once")
@@ -316,6 +333,20 @@ def main(argv: list[str] | None = None) -> int:
     run_many([(path, seed) for path in paths for seed in seeds], force=args.force, jobs=jobs, executor=executor,
              cluster=cluster, on_result=_print_run)
     return write_report(paths, order)
+
+
+def merge(folder: Path) -> int:
+    """File every run record under ``folder`` as ``_build/seeds/<chapter>/seed-<seed>.json``."""
+    count = 0
+    for source in sorted(folder.rglob("seed-*.json")):
+        run = json.loads(source.read_text())
+        if not isinstance(run, dict) or not {"chapter", "seed", "key", "claims"} <= set(run):
+            raise SystemExit(f"{source}: not a seed run record (it needs chapter, seed, key and claims)")
+        out = SWEEP / str(run["chapter"]) / f"seed-{int(run['seed'])}.json"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(run, indent=1) + "\n")
+        count += 1
+    return count
 
 
 def write_report(paths: list[Path], order: list[str]) -> int:

@@ -91,3 +91,44 @@ def test_chapter_dependencies_follow_imports_and_stay_within_the_chapter(tmp_pat
     assert any(d.startswith("nnapprox/icl/") for d in deps["icl"])
     assert all("nnapprox/claims.py" in d for d in deps.values())  # every chapter reports claims
     assert not any(d.startswith("nnapprox/depth/") for d in deps["universal"])
+
+
+def test_runs_made_on_many_machines_merge_into_one_report(tmp_path, monkeypatch):
+    """The CI matrix runs each chapter × seed block in its own job; the last job files their
+    records into one sweep and writes the report, running nothing itself."""
+    import harness
+
+    monkeypatch.setattr(seeds, "SWEEP", tmp_path / "sweep")
+    monkeypatch.setattr(harness, "REPORTS", tmp_path / "reports")
+    monkeypatch.setattr(harness, "run_chapter", lambda *a, **k: pytest.fail("the report ran a chapter"))
+    intro = harness.find_chapter("intro")
+    key = seeds.source_key(intro)
+    claim = {"name": "c", "kind": "empirical", "value": 0.5, "op": "<", "threshold": 1.0}
+    for job, seed, passed in [("seeds-intro-0", 0, True), ("seeds-intro-1", 5, True), ("seeds-intro-1", 6, False)]:
+        folder = tmp_path / "artifacts" / job
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"seed-{seed}.json").write_text(json.dumps({
+            "chapter": "intro", "seed": seed, "key": key, "ok": passed, "wall_seconds": 1.0,
+            "error": "" if passed else "failed claims: c", "claims": [{**claim, "passed": passed}]}))
+    (tmp_path / "artifacts" / "stale").mkdir()
+    (tmp_path / "artifacts" / "stale" / "seed-7.json").write_text(json.dumps({
+        "chapter": "intro", "seed": 7, "key": "an older revision", "ok": True, "wall_seconds": 1.0, "error": "",
+        "claims": [{**claim, "passed": True}]}))
+    assert seeds.main(["--report-only", "--merge", str(tmp_path / "artifacts")]) == 1  # seed 6 failed
+    summary = json.loads((tmp_path / "reports" / "seeds.json").read_text())
+    assert list(summary["chapters"]) == ["intro"]  # the stale run is filed but not reported
+    intro_summary = summary["chapters"]["intro"]
+    assert intro_summary["seeds"] == [0, 5, 6] and intro_summary["seeds_ok"] == [0, 5]
+    assert sorted(p.name for p in (tmp_path / "sweep" / "intro").iterdir()) == [
+        "seed-0.json", "seed-5.json", "seed-6.json", "seed-7.json"]
+    assert "| intro | 3 | 2/3 |" in (tmp_path / "reports" / "seeds.md").read_text()
+
+
+def test_merge_refuses_what_is_not_a_run(tmp_path, monkeypatch):
+    monkeypatch.setattr(seeds, "SWEEP", tmp_path / "sweep")
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "seed-1.json").write_text(json.dumps({"chapter": "intro"}))
+    with pytest.raises(SystemExit, match="not a seed run record"):
+        seeds.merge(tmp_path / "in")
+    with pytest.raises(SystemExit):
+        seeds.main(["--report-only", "--merge", str(tmp_path / "missing")])
