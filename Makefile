@@ -98,8 +98,8 @@ browser: setup
 # "no tests ran" (5, e.g. a -k that selects none of one run) is not a failure unless both say it
 test: setup browser
 	@rc1=0; rc2=0; \
-	OMP_NUM_THREADS=$(THREADS) MKL_NUM_THREADS=$(THREADS) $(PY) -m pytest $(XDIST) -m "not book" $(PYTEST_FLAGS) || rc1=$$?; \
-	$(PY) -m pytest -m book $(PYTEST_FLAGS) || rc2=$$?; \
+	OMP_NUM_THREADS=$(THREADS) MKL_NUM_THREADS=$(THREADS) $(PY) -m pytest $(XDIST) $(PYTEST_FLAGS) -m "not book" || rc1=$$?; \
+	$(PY) -m pytest $(PYTEST_FLAGS) -m book || rc2=$$?; \
 	if [ $$rc1 -eq 5 ] && [ $$rc2 -eq 5 ]; then exit 5; fi; \
 	for rc in $$rc1 $$rc2; do if [ $$rc -ne 0 ] && [ $$rc -ne 5 ]; then echo "make test: failed (pytest exit codes $$rc1, $$rc2)"; exit 1; fi; done
 
