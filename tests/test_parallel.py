@@ -244,3 +244,31 @@ def test_a_parallel_seed_sweep_resumes_and_reruns_only_a_timed_out_run(tmp_path,
     assert os.stat(files[0]).st_mtime_ns == stamps[0]  # not repeated
     assert "ClaimError" in third[1]["error"] and not seeds.timed_out(third[1])  # run again
     assert not list(tmp_path.glob("*/*.tmp"))  # written atomically
+
+
+def test_the_cuda_smoke_report_fails_a_chapter_that_ran_on_another_device(tmp_path, monkeypatch):
+    """``make cuda-smoke`` keeps its records apart from the book's and fails a chapter whose
+    claims record says it ran elsewhere than asked, naming the kind of failure in its report."""
+    import argparse
+
+    monkeypatch.setattr(harness, "BUILD", tmp_path)
+    monkeypatch.setattr(harness, "REPORTS", tmp_path / "reports")
+    paths = [FIXTURES / "false_claim.md", FIXTURES / "no_claims.md"]
+
+    def run_chapters(ps, **options):
+        work = options["work_dir"]
+        work.mkdir(parents=True, exist_ok=True)
+        assert work == tmp_path / "cuda-smoke" and options["device"] == "cuda"
+        for p, ran_on in zip(ps, ["cuda:0", "cpu"]):
+            (work / f"{p.stem}.json").write_text(json.dumps({"device": ran_on, "claims": []}))
+        return [harness.ChapterResult(p.stem, p.name, "quick", "cuda", 0, ok=True, claims_passed=1, claims_total=1)
+                for p in ps]
+
+    monkeypatch.setattr(harness, "run_chapters", run_chapters)
+    args = argparse.Namespace(book=False, profile="quick", device="cuda", seed=0, timeout=None, cell_timeout=None,
+                              report="cuda-smoke")
+    assert harness.run_and_report(paths, args, jobs=1, executor="local", cluster=None) == 1
+    rows = {r["chapter"]: r for r in json.loads((tmp_path / "reports" / "cuda-smoke.json").read_text())}
+    assert rows["false_claim"]["ok"] and not rows["no_claims"]["ok"]
+    assert rows["no_claims"]["failure"] == "device" and "claims record says 'cpu'" in rows["no_claims"]["error"]
+    assert "FAILED (device)" in (tmp_path / "reports" / "cuda-smoke.md").read_text()
