@@ -4,8 +4,9 @@
 plain data (numbers, strings, ``None``, lists, tuples and dicts of them, tensors, NumPy
 arrays and scalars) is written to a JSON file, tensors as their bytes; a module is written
 as its name (``D -> nnapprox.depth``) and a function imported from a library as its module
-and qualified name. Functions the notebook defines are *not* exported: the grader takes
-their source from the submission itself.
+and qualified name. Functions and classes the notebook defines are exported by name only:
+the grader takes their source from the submission itself, and defines only those that
+existed in the kernel (a ``def`` in a cell that raised before reaching it does not count).
 
 :func:`load` reads that file back without executing anything the file names (no pickle),
 so whatever the student's kernel wrote, loading it cannot run the student's code.
@@ -110,7 +111,7 @@ def dump(namespace: dict, path: str | Path) -> None:
     """Write the plain values, modules and library functions of ``namespace`` to ``path``."""
     import types
 
-    values, modules, imported, skipped = {}, {}, {}, {}
+    values, modules, imported, skipped, defined = {}, {}, {}, {}, []
     budget = [_MAX_BYTES]
     for name, value in list(namespace.items()):
         if name.startswith("_") or name in _SKIP:
@@ -123,7 +124,8 @@ def dump(namespace: dict, path: str | Path) -> None:
             imported[name] = [value.__module__, getattr(value, "__qualname__", name)]
             continue
         if isinstance(value, (types.FunctionType, type)):
-            continue  # defined by the notebook: its source is read from the submission
+            defined.append(name)  # defined by the notebook: its source is read from the submission
+            continue
         try:
             values[name] = _encode(value, budget=budget)
         except _TooBig:
@@ -131,15 +133,17 @@ def dump(namespace: dict, path: str | Path) -> None:
         except (TypeError, ValueError, RuntimeError) as e:
             skipped[name] = str(e)[:200]
     Path(path).write_text(json.dumps({"values": values, "modules": modules, "imported": imported,
-                                      "skipped": skipped}))
+                                      "skipped": skipped, "defined": sorted(defined)}))
 
 
 def load(path: str | Path) -> dict:
-    """The answers file as ``{"values": {name: value}, "modules": {...}, "imported": {...}, "skipped": {...}}``."""
+    """The answers file as ``{"values": {name: value}, "modules": {...}, "imported": {...},
+    "skipped": {...}, "defined": [names of the functions and classes the notebook defined]}``."""
     data = json.loads(Path(path).read_text())
     if not isinstance(data, dict):
         raise ValueError("malformed answers file")
-    out = {"values": {}, "modules": {}, "imported": {}, "skipped": dict(data.get("skipped") or {})}
+    out = {"values": {}, "modules": {}, "imported": {}, "skipped": dict(data.get("skipped") or {}),
+           "defined": [str(n) for n in data.get("defined") or []]}
     for name, obj in (data.get("values") or {}).items():
         try:
             out["values"][str(name)] = _decode(obj)

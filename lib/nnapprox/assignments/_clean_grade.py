@@ -13,7 +13,8 @@ builds the namespace the tests read from:
    data each question gives), re-run here, so that editing them in the submission changes
    nothing;
 4. the functions and classes the submission defines, from their source (top-level ``def``,
-   ``class`` and ``name = lambda ...`` statements only; no other top-level code runs here).
+   ``class`` and ``name = lambda ...`` statements only, and only those the kernel had when
+   the notebook finished; no other top-level code runs here).
    Each function is wrapped so that what it returns must be plain data (an object with
    rigged comparisons cannot pass a test).
 
@@ -188,8 +189,9 @@ def _import(module: str):
         return None
 
 
-def build_namespace(job: dict, problems: list[str]) -> tuple[dict, list[str]]:
-    """The namespace before the student's definitions (steps 1-3), and the trusted cells that failed."""
+def build_namespace(job: dict, problems: list[str]) -> tuple[dict, list[str], list[str]]:
+    """The namespace before the student's definitions (steps 1-3), the names the answers file
+    left out, and the names of the functions and classes the notebook defined in its kernel."""
     answers = load(job["answers"])
     ns: dict = {"__name__": "__main__", "__builtins__": builtins}
     for name, module in answers["modules"].items():
@@ -208,15 +210,20 @@ def build_namespace(job: dict, problems: list[str]) -> tuple[dict, list[str]]:
             exec(compile(_MAGIC.sub(r"\1pass", src), f"<handed-out cell {i}>", "exec"), ns)
         except Exception as e:  # noqa: BLE001 - e.g. a cell that uses the student's answers
             problems.append(f"handed-out cell {i} ({type(e).__name__}: {str(e)[:120]})")
-    return ns, list(answers["skipped"])
+    return ns, list(answers["skipped"]), answers["defined"]
 
 
-def define_student_code(ns: dict, sources: list[str], problems: list[str]) -> list[str]:
-    """Execute the submission's definitions in ``ns`` and guard its functions; return their names."""
+def define_student_code(ns: dict, sources: list[str], problems: list[str],
+                        existed: list[str] | None = None) -> list[str]:
+    """Execute the submission's definitions in ``ns`` (only those of names in ``existed``,
+    the functions the kernel had, when given) and guard its functions; return their names."""
     import types
 
     names = []
+    keep = None if existed is None else set(existed)
     for name, src in definitions(sources):
+        if keep is not None and name not in keep:
+            continue
         try:
             exec(compile(src, f"<submission: {name}>", "exec"), ns)
             names.append(name)
@@ -401,7 +408,7 @@ def main(argv: list[str]) -> int:
     job_path, result_path = argv
     job = json.loads(Path(job_path).read_text())
     problems: list[str] = []
-    ns, skipped = build_namespace(job, problems)
+    ns, skipped, existed = build_namespace(job, problems)
     # everything grading uses is loaded before any of the student's code runs here
     import otter.test_files
     import otter.test_files.abstract_test as abstract_test
@@ -411,7 +418,7 @@ def main(argv: list[str]) -> int:
     watched = [exception_test.ExceptionTestFile, exception_test.test_case, abstract_test.TestFile,
                abstract_test.TestCaseResult, torch.Tensor, torch._C.TensorBase, Snapshot, _Timeout]
     snapshot = Snapshot(watched)
-    define_student_code(ns, job.get("sources") or [], problems)
+    define_student_code(ns, job.get("sources") or [], problems, existed)
     tampered_at_definition = snapshot.changes()
     if tampered_at_definition:
         snapshot.restore()
