@@ -1,10 +1,14 @@
-"""Autograded problem sets built from the chapters (otter-grader, no container).
+"""Autograded problem sets built from the chapters (otter-grader masters, our own grader).
 
-Masters: ``chapters/assignments/<name>.md`` (one per chapter). Command line::
+Masters: ``chapters/assignments/<name>.md`` (one per chapter; public), or a private bank
+(``--masters DIR``, made by ``new-bank``). Command line (``--help`` lists the options)::
 
     python -m nnapprox.assignments list
     python -m nnapprox.assignments build [NAME ...]            # -> _build/assignments/<name>/
-    python -m nnapprox.assignments grade NAME FOLDER [--timeout S] [--out scores.csv] [--jobs N]
+    python -m nnapprox.assignments handout NAME ROSTER.csv --out DIR
+    python -m nnapprox.assignments grade NAME FOLDER [--roster R] [--manual M] ...
+    python -m nnapprox.assignments collect-manual NAME FOLDER [--anonymise]
+    python -m nnapprox.assignments new-bank DIR
 
 See the instructor guide (``book/instructors.md``).
 """

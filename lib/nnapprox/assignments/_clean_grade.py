@@ -34,6 +34,7 @@ from __future__ import annotations
 import ast
 import builtins
 import importlib
+import inspect
 import json
 import re
 import signal
@@ -372,8 +373,6 @@ def run_question(path: Path, ns: dict, snapshot: Snapshot, timeout: float) -> di
     results, status = [], []
     for tc in test_file.test_cases:
         func = tc.body.test_func
-        import inspect
-
         params = list(inspect.signature(func).parameters)
         kwargs = {p: (ns if p == "env" else ns.get(p)) for p in params}
         passed, message = True, "passed"

@@ -1,20 +1,24 @@
-"""Grade a folder of submissions, each in its own process with a time limit, into a CSV.
+"""Grade a folder of submissions, each in its own processes with time limits, into a CSV.
 
-Grading without a container runs the student's code on this machine (``otter run``). Each
-submission is graded by a fresh ``python -m nnapprox.assignments._worker`` process (which
-starts its own Jupyter kernel); when it exceeds ``timeout`` seconds, that process and every
-process it started are killed and the submission gets the status ``timeout``. A crash
-(a cell that raises, a kernel that dies, a file that is not a notebook) gives ``error``.
-Either way the batch goes on, and every submission gets its row.
+Each submission is graded by a fresh ``python -m nnapprox.assignments._worker`` process
+(:mod:`._worker`): the notebook runs in its own Jupyter kernel and exports its answers as
+plain data, and a second, fresh Python process runs every test on them (:mod:`._clean_grade`),
+out of reach of anything the notebook patched. When the worker exceeds ``timeout`` seconds,
+it and every process it started are killed and the submission gets the status ``timeout``;
+a cell past ``cell_timeout`` or a question past ``question_timeout`` fails on its own. A
+crash (a cell that raises, a kernel that dies, a file that is not a notebook) gives
+``error``. Either way the batch goes on, and every submission gets its row.
 
-The worker's address space is limited (``memory_mb``, default 4 GiB; the kernel inherits the
-limit), so a submission that allocates without bound fails with a memory error instead of
-taking the machine down. Each row also says who submitted (``--id-regex``), whether the file
-superseded older ones of the same student (only the latest is graded), how many hours late it
-was (``--deadline``), whether its ``VARIANT`` cell differs from the handed-out one, and which
-protected attributes its code reassigns (flags: see
-:mod:`.roster`). Next to the CSV, ``feedback/<submission>.json`` lists every test of every
-question, public or hidden, with its result and otter's message.
+The worker's address space is limited (``memory_mb``, default 4 GiB; the kernel and the
+grading process inherit the limit), so a submission that allocates without bound fails with
+a memory error instead of taking the machine down. Each row also says who submitted
+(``--id-regex``, or a per-student notebook's metadata), whether the file superseded others
+of the same student, how many hours late it was and the late penalty (``--deadline``,
+``--timestamps``, ``--late-policy``), and what its code does that an honest answer never
+needs (flags: :mod:`.static`). With ``--roster`` each student is graded against their own
+variant. Next to the CSV, ``feedback/<submission>.{html,json}`` are for the student (hidden
+tests counted, never shown) and ``feedback/instructor/<submission>.json`` lists every test
+with its message.
 """
 
 from __future__ import annotations

@@ -8,9 +8,13 @@ Pure functions on file names, times and notebooks, used by :mod:`.grade`:
   group ``id``, or its first group, or the whole match);
 - :func:`latest_per_student`: keeps each student's latest submission and reports the others;
 - :func:`hours_late`: hours past ``--deadline`` (0 when on time);
+- :func:`read_timestamps`, :func:`parse_late_policy`: submission times from an LMS export, and
+  what to do with late files;
+- :func:`read_roster`, :func:`variant_for`: the class list, and each student's variant from a
+  stable hash of the assignment and their ID;
 - :func:`patched_attributes`: answer cells that reassign attributes of ``torch``, ``numpy``,
-  ``nnapprox`` or otter (``torch.allclose = lambda *a, **k: True`` would fake any test that
-  runs in the student's kernel); such submissions are flagged in the CSV, not silently scored.
+  ``nnapprox`` or otter (the grader's flags now come from :mod:`.static`, which covers this
+  and more).
 """
 
 from __future__ import annotations
