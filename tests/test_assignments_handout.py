@@ -47,7 +47,7 @@ def test_handout_and_grading_against_each_students_variant(tmp_path):
         nbformat.write(nb, dest)
 
     solution_of(va, a, subs / f"{a}_intro.ipynb")  # a: the solution of a's own variant
-    solution_of(va, b, subs / f"{b}_intro.ipynb")  # b: a's notebook, handed in as b's
+    solution_of(va, a, subs / f"{b}_intro.ipynb")  # b: a's notebook, handed in as b's
     (tmp_path / "times.csv").write_text(f"submission,submitted\n{a}_intro.ipynb,2026-12-02T01:59:00+00:00\n"
                                         f"{b}_intro.ipynb,2026-12-01T10:00:00+00:00\n")
     rows = {r.student_id: r for r in asg.grade(

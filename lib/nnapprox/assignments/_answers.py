@@ -114,6 +114,9 @@ def dump(namespace: dict, path: str | Path) -> None:
     values, modules, imported, skipped, defined = {}, {}, {}, {}, []
     budget = [_MAX_BYTES]
     for name, value in list(namespace.items()):
+        if isinstance(value, (types.FunctionType, type)) and getattr(value, "__module__", None) == "__main__":
+            defined.append(name)  # defined by the notebook (a leading underscore too): its source is read
+            continue              # from the submission
         if name.startswith("_") or name in _SKIP:
             continue
         if isinstance(value, types.ModuleType):
@@ -124,8 +127,7 @@ def dump(namespace: dict, path: str | Path) -> None:
             imported[name] = [value.__module__, getattr(value, "__qualname__", name)]
             continue
         if isinstance(value, (types.FunctionType, type)):
-            defined.append(name)  # defined by the notebook: its source is read from the submission
-            continue
+            continue  # a function or class without a module: nothing to export
         try:
             values[name] = _encode(value, budget=budget)
         except _TooBig:

@@ -61,6 +61,7 @@ def manual_questions(name: str) -> list[ManualQuestion]:
 
 
 BEGIN, END = "<!-- BEGIN QUESTION -->", "<!-- END QUESTION -->"
+PLACEHOLDER = "_Type your answer here, replacing this text._"
 
 
 def answer_cells(path: Path, n_questions: int, prompts: list[str] = ()) -> list[list[dict]]:
@@ -98,8 +99,8 @@ def answer_cells(path: Path, n_questions: int, prompts: list[str] = ()) -> list[
         tagged = "otter_answer_cell" in cell.metadata.get("tags", [])
         if not tagged and " ".join(src.split()) in known:
             continue  # part of the question's text
-        if cell.cell_type == "markdown" and not tagged and src.strip() == "_Type your answer here, replacing this text._":
-            continue
+        if cell.cell_type == "markdown" and src.strip() == PLACEHOLDER:
+            continue  # otter's placeholder, left as it was
         current.append({"type": cell.cell_type, "source": src, "outputs": list(cell.get("outputs", [])),
                         "attachments": dict(cell.get("attachments") or {})})
     if current is not None:
