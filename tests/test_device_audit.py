@@ -225,6 +225,7 @@ BY_NAME = {
     "gamma": 1.0, "R": 2.0, "t_min": 0.01, "t_max": 1.0, "sigma": 0.1, "layer_widths": [2, 4, 1],
     "widths": [2, 4], "ds": [3, 4], "lams": [0.1, 1.0], "sigmas": [0.1, 0.5], "n_values": [2, 4],
     "context": 2, "d_emb": 4, "D": [64], "positional": True, "denoiser": _denoiser, "others": [_denoiser],
+    "n_runs": 2, "x": lambda: _device_tensor(8, 2), "y": lambda: _device_tensor(8),
 }
 def _host_nets():
     from nnapprox.depth.relu_net import random_relu_net
@@ -240,7 +241,7 @@ ARGUMENTS = {
     "nnapprox.rng.randn": {"*": (3,)},
     "nnapprox.rng.randint": {"*": (0, 5, (3,))},
     "nnapprox.depth.automaton.automaton_network_weights": dict(rule=110, W=4, T=2),
-    "nnapprox.depth.batched_mlp.stack_mlps": dict(nets=_host_nets),
+    "nnapprox.depth.batched_mlp.stack_mlps": dict(nets=lambda: _host_nets()),
     "nnapprox.depth.radial.near_sphere_points": dict(R=1.0, spread=0.1),
     "nnapprox.depth.shallow.init_shallow_family": dict(m=[2, 3]),
     "nnapprox.universal.mlp.init_relu_mlp": dict(widths=[1, 4, 1]),
@@ -282,6 +283,11 @@ KNOWN: dict[str, str] = {
 }
 
 
+def _fresh(value):
+    """A value of the tables; a lambda there makes a fresh one (a tensor on the run's device)."""
+    return value() if getattr(value, "__name__", "") == "<lambda>" else value
+
+
 def _arguments(qualname: str, func) -> dict:
     params = inspect.signature(func).parameters
     special = ARGUMENTS.get(qualname, {})
@@ -290,9 +296,7 @@ def _arguments(qualname: str, func) -> dict:
         if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) or name in ("device", "dtype"):
             continue
         if name in special:
-            value = special[name]
-            kwargs[name] = value() if callable(value) and not isinstance(value, type) and value is not _denoiser \
-                else value
+            kwargs[name] = _fresh(special[name])
         elif name == "generator":
             kwargs[name] = _generator()
         elif name in ("train", "test"):
@@ -301,7 +305,7 @@ def _arguments(qualname: str, func) -> dict:
         elif p.default is not inspect.Parameter.empty:
             continue
         elif name in BY_NAME:
-            kwargs[name] = BY_NAME[name]
+            kwargs[name] = _fresh(BY_NAME[name])
         else:
             raise LookupError(f"no example value for the parameter {name!r}")
     if "device" in params:
