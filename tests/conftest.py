@@ -44,6 +44,8 @@ def pytest_collection_modifyitems(config, items):
         return min((_ORDER[m.name] for m in item.iter_markers() if m.name in _ORDER), default=0)
 
     items.sort(key=rank)  # stable: keeps the file order within each group
+    if not config.pluginmanager.hasplugin("xdist"):  # e.g. JOBS=1 (-p no:xdist)
+        return
     for item in items:
         group = next((m.name for m in item.iter_markers() if m.name in _XDIST_GROUPS), None)
         if group is not None:
