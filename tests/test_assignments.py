@@ -340,6 +340,17 @@ def test_dead_kernel_and_broken_file_are_errors(built, tmp_path):
     assert all(r.message for r in rows)
 
 
+def test_submission_past_its_time_limit_is_killed(built, tmp_path):
+    """A cell that loops longer than the whole submission's limit (the cell limit set above it):
+    the worker and its kernel are killed, the row says ``timeout`` with every score zero."""
+    folder = built["intro"]
+    loop = _write_variant(asg.solution_notebook(folder), tmp_path / "loop.ipynb",
+                          _insert_code(1, "import time\nwhile True:\n    time.sleep(0.05)"))
+    row = asg.grade_submission(asg.autograder_zip(folder), loop, timeout=40.0, cell_timeout=600.0)
+    assert row.status == "timeout" and "killed after 40 s" in row.message
+    assert set(row.scores.values()) == {0.0} and row.seconds < 60
+
+
 def test_cli_errors(tmp_path, capsys):
     from nnapprox.assignments.__main__ import main
 
