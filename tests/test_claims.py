@@ -209,10 +209,10 @@ def test_section_status_covers_the_claims_since_the_last_call():
 
 
 def test_second_edition_chapters_may_still_omit_foils():
-    claims = nnapprox.Claims("universal")
+    claims = nnapprox.Claims("depth")
     assert claims.check("x", 1.0, "<", 2.0, kind="empirical", basis="paper", source="Fig. 3")
-    assert claims.records[0].no_foil == "not yet named (second edition; issue 37)"
-    strict = nnapprox.Claims("intro")
+    assert claims.records[0].no_foil == "not yet named (second edition; issue 38)"
+    strict = nnapprox.Claims("universal")
     with pytest.raises(ValueError, match="needs foil="):
         strict.check("x", 1.0, "<", 2.0, kind="empirical", basis="paper", source="Fig. 3")
 

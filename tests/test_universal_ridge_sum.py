@@ -64,25 +64,18 @@ def test_bad_input_is_refused(call):
         call(torch.Generator().manual_seed(0))
 
 
-def test_training_moves_every_weight_and_lowers_the_error():
-    g = torch.Generator().manual_seed(0)
-    x = torch.rand(512, 3, generator=g, dtype=torch.float64)
-    y = x.prod(1)
-    start = ua.train_shallow_runs(x, y, 20, 3, torch.Generator().manual_seed(5), n_steps=0)
-    trained = ua.train_shallow_runs(x, y, 20, 3, torch.Generator().manual_seed(5), n_steps=300)
-    for k in start:
-        assert start[k].shape[0] == 3 and not torch.equal(start[k], trained[k])
-
-    def err(p):
-        return ((ua.relu_mlp_ensemble({k: v.double() for k, v in p.items()}, x)[..., 0] - y) ** 2).mean(1)
-
-    assert bool((err(trained) < err(start)).all())
-    assert not torch.equal(start["W_1"][0], start["W_1"][1])  # independent starts
-
-
-def test_training_refuses_bad_input():
-    x = torch.rand(10, 2, dtype=torch.float64)
+def test_polarization_identity_and_shallow_network():
+    g = torch.Generator().manual_seed(3)
+    for d in (2, 3, 4):
+        x = torch.rand(500, d, generator=g, dtype=torch.float64)
+        assert torch.allclose(ua.polarization_product(x), x.prod(1), atol=1e-12)
+    x = torch.rand(4000, 4, generator=g, dtype=torch.float64)
+    errors = []
+    for cells in (8, 16, 32):
+        p = ua.polarization_shallow_weights(4, cells)
+        assert p["W_1"].shape == (8 * cells, 4)  # 2^(d-1) ridges of `cells` units each
+        errors.append(float((ua.relu_mlp(p, x)[:, 0] - x.prod(1)).abs().max()))
+    # piecewise-linear interpolation of each quartic ridge: error ~ cells^-2
+    assert errors[1] < errors[0] / 3 and errors[2] < errors[1] / 3
     with pytest.raises(ValueError):
-        ua.train_shallow_runs(x, x[:, 0], 4, 0, torch.Generator())
-    with pytest.raises(ValueError, match="lr"):
-        ua.train_shallow_runs(x, x[:, 0], 4, 2, torch.Generator(), lr=0.0)
+        ua.polarization_shallow_weights(4, 0)

@@ -5,8 +5,8 @@ One module per object: :mod:`.shallow` (one hidden layer, 1-D construction),
 (Barron's dimension-free rate), :mod:`.grid_interpolation` (the curse of dimensionality),
 :mod:`.yarotsky` (deep ReLU network for x^2), :mod:`.yarotsky_product` (products and
 trees of products), :mod:`.random_features` (one hidden layer in d dimensions, output layer
-by least squares), :mod:`.shallow_training` (one hidden layer, every weight trained, independent
-runs side by side), :mod:`.ridge_sum` (a Barron target of constant variance and a fixed-basis
+by least squares), :mod:`.polarization` (one hidden layer for a product, built from the
+polarization identity), :mod:`.ridge_sum` (a Barron target of constant variance and a fixed-basis
 foil), :mod:`.ntk_frequency` (learning time vs
 frequency in the kernel regime), :mod:`.spectral_bias`,
 :mod:`.fourier_features`, :mod:`.transformer` (Yun et al.'s block) and
@@ -42,7 +42,7 @@ from .ridge_sum import (
     ridge_sum_moments,
     ridge_sum_target,
 )
-from .shallow_training import train_shallow_runs
+from .polarization import polarization_product, polarization_shallow_weights, polarization_signs
 from .shallow import fit_relu_output_layer, interpolation_bound, relu_interpolant_weights, uniform_knots
 from .spectral_bias import fourier_amplitudes, learning_times, sinusoid_target, spearman, train_spectral_ensemble
 from .square_bump import (
