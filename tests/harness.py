@@ -133,6 +133,17 @@ def find_chapter(name: str, root: Path = ROOT) -> Path:
 
 
 # --------------------------------------------------------------------------- run
+def sharing(threads: int | None = None) -> int:
+    """How many runs share the cores: xdist's workers, or cores / ``threads`` (at least 1).
+
+    The quick budget is measured with the machine to one chapter; a chapter that shares it
+    is slower by about this factor, so its hang guard (the default timeout) grows with it.
+    """
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
+    by_threads = (os.cpu_count() or 1) // max(1, int(threads)) if threads else 1
+    return max(1, workers, by_threads)
+
+
 def run_chapter(
     path: Path,
     *,
@@ -154,7 +165,8 @@ def run_chapter(
     exercise its code paths on a CPU. It never primes the book's cache, and the command line
     puts its notebook and claims record in ``_build/smoke`` instead of the book's reports.
 
-    ``timeout`` bounds the whole chapter (default twice the profile's budget) and
+    ``timeout`` bounds the whole chapter (default twice the profile's budget, times the number
+    of runs sharing the machine's cores: pytest-xdist's workers, or cores / ``threads``) and
     ``cell_timeout`` each cell (default: the chapter's timeout): a cell that hangs, e.g. a
     widget waiting for a front end, fails the run within that time, and the error names it.
 
@@ -187,7 +199,7 @@ def run_chapter(
     jupytext.write(notebook, source_nb, fmt="ipynb")
 
     params = {"profile": profile, "device": device, "seed": seed, **(parameters or {})}
-    limit = timeout if timeout is not None else 2 * result.budget
+    limit = timeout if timeout is not None else 2 * result.budget * sharing(threads)
     cell_limit = cell_timeout if cell_timeout is not None else limit
     cmd = [sys.executable, "-m", "papermill", str(source_nb), str(out_nb), "--cwd", str(path.parent),
            "--kernel", "python3", "--no-progress-bar",
