@@ -202,22 +202,23 @@ def _read_notebook(path: Path):
     return nbformat.read(path, as_version=4)
 
 
-def notebook_release(path: Path) -> str | None:
-    """The release id a handed-out notebook carries (``metadata.nnapprox.release``), if any."""
+def _handout_metadata(path: Path, key: str) -> str | None:
+    """``metadata.nnapprox[key]`` of a handed-out notebook, or None if absent or unreadable."""
     try:
         nb = _read_notebook(path)
     except Exception:  # noqa: BLE001 - unreadable: graded (and reported) as an error
         return None
-    return ((nb.metadata.get("nnapprox") or {}).get("release")) if nb is not None else None
+    return ((nb.metadata.get("nnapprox") or {}).get(key)) if nb is not None else None
+
+
+def notebook_release(path: Path) -> str | None:
+    """The release id a handed-out notebook carries (``metadata.nnapprox.release``), if any."""
+    return _handout_metadata(path, "release")
 
 
 def notebook_student(path: Path) -> str | None:
     """The student ID a per-student handout carries (``metadata.nnapprox.student_id``), if any."""
-    try:
-        nb = _read_notebook(path)
-    except Exception:  # noqa: BLE001 - unreadable: graded (and reported) as an error
-        return None
-    return ((nb.metadata.get("nnapprox") or {}).get("student_id")) if nb is not None else None
+    return _handout_metadata(path, "student_id")
 
 
 def notebook_sources(path: Path) -> list[str]:
