@@ -412,11 +412,13 @@ CHAPTER_EDGES = [
     ("intro", "universal"), ("intro", "icl"), ("intro", "diffusion"),
     ("universal", "depth"), ("universal", "scaling"), ("depth", "failures"),
     ("icl", "sequential"), ("scaling", "sequential"),
+    ("depth", "algorithms"), ("icl", "algorithms"), ("failures", "algorithms"),
 ]
 CHAPTER_LABELS = {
     "intro": "Introduction", "universal": "Universality", "depth": "Depth",
     "icl": "In-context learning", "diffusion": "Diffusion as VI",
     "sequential": "Sequential decisions", "scaling": "Scaling laws", "failures": "When GD fails",
+    "algorithms": "Functions vs algorithms",
 }
 PART_COLOURS = ("#dbe9f6", "#e3f1de", "#fbe9d4", "#efe2f3", "#f5f0c8")
 
