@@ -128,6 +128,40 @@ def test_every_chapter_in_the_toc_has_an_assignment():
     assert not missing, f"chapters without an assignment in chapters/assignments/: {missing}"
 
 
+def _autograded_questions(text: str) -> list[tuple[str, object, str]]:
+    """(name, points, test kinds) of each autograded question block: kinds 'P' public, 'H' hidden."""
+    import yaml
+
+    out = []
+    for block in text.split("# BEGIN QUESTION\n")[1:]:
+        header = yaml.safe_load(block.split("```")[0])
+        if header.get("manual"):
+            continue
+        tests = block.split("# END TESTS")[0].partition("# BEGIN TESTS")[2]
+        cells = [c for c in tests.split("```{code-cell} ipython3\n")[1:] if "def test_" in c]
+        out.append((header["name"], header["points"], "".join("H" if "hidden: true" in c else "P" for c in cells)))
+    return out
+
+
+def test_public_tests_carry_a_quarter_of_every_question():
+    """Every autograded question, in every master and structural variant, gives points per test:
+    its public tests together a quarter of the question, its hidden tests three quarters, so a
+    notebook that passes only what the student can see scores the same share everywhere."""
+    folder = Path(__file__).resolve().parents[1] / "chapters" / "assignments"
+    paths = sorted(folder.glob("*.md")) + sorted((folder / "structural").glob("*/*.md"))
+    assert len(paths) >= 9
+    seen = 0
+    for path in paths:
+        for name, points, kinds in _autograded_questions(path.read_text()):
+            where = f"{path.name}/{name}"
+            assert isinstance(points, list) and len(points) == len(kinds), f"{where}: one point value per test"
+            assert "P" in kinds and "H" in kinds, f"{where}: needs public and hidden tests ({kinds})"
+            public = sum(p for p, k in zip(points, kinds) if k == "P")
+            assert public == pytest.approx(sum(points) / 4), f"{where}: public tests carry {public} of {sum(points)}"
+            seen += 1
+    assert seen >= 30
+
+
 def _titles(chapter: Path) -> set[str]:
     """The chapter's title and section headings (outside code cells), numbering and markup removed."""
     out, in_code = set(), False

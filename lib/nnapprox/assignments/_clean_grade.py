@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import ast
 import builtins
-import importlib
 import inspect
 import json
 import re
@@ -41,11 +40,10 @@ import signal
 import sys
 from pathlib import Path
 
+from ._answerable import Recorder, answerable
 from ._answers import load
+from ._snapshot import Snapshot, _import, _on_alarm, _Timeout, plain
 
-_WATCHED_ROOTS = ("builtins", "sys", "torch", "numpy", "scipy", "math", "cmath", "nnapprox", "otter", "inspect",
-                  "functools", "operator", "types", "gc", "importlib", "fractions", "statistics", "itertools",
-                  "contextlib", "json", "random", "re", "abc", "collections", "typing")
 _MAGIC = re.compile(r"^(\s*)[%!].*$", re.M)
 
 
@@ -76,99 +74,6 @@ def definitions(sources: list[str]) -> list[tuple[str, str]]:
     return out
 
 
-class _Timeout(BaseException):
-    """Raised by the alarm; a BaseException so that ``except Exception`` in student code lets it through."""
-
-
-def _on_alarm(signum, frame):
-    raise _Timeout
-
-
-class Snapshot:
-    """The dictionaries grading relies on, by identity, to find what changed and put it back."""
-
-    def __init__(self, extra: list[object] = ()):
-        self.modules = dict(sys.modules)
-        self.spaces: list[tuple[str, dict, dict]] = []
-        for key, module in self.modules.items():
-            if module is not None and key.split(".")[0] in _WATCHED_ROOTS:
-                space = getattr(module, "__dict__", None)
-                if isinstance(space, dict):
-                    self.spaces.append((key, space, dict(space)))
-        self.classes: list[tuple[str, type, dict]] = [
-            (f"{c.__module__}.{c.__qualname__}", c, dict(vars(c))) for c in extra if isinstance(c, type)]
-
-    def changes(self) -> list[str]:
-        changed = []
-        for key, module in self.modules.items():
-            if sys.modules.get(key) is not module:
-                changed.append(f"sys.modules[{key!r}]")
-        for key, space, before in self.spaces:
-            for name, value in before.items():
-                if name in ("__loader__", "__spec__", "__warningregistry__"):
-                    continue
-                if space.get(name, _MISSING) is not value:
-                    changed.append(f"{'builtins' if key == 'builtins' else key}.{name}")
-        for key, cls, before in self.classes:
-            now = vars(cls)
-            for name in set(before) | set(now):
-                if now.get(name, _MISSING) is not before.get(name, _MISSING):
-                    changed.append(f"{key}.{name}")
-        return sorted(set(changed))
-
-    def restore(self) -> None:
-        for key, module in self.modules.items():
-            sys.modules[key] = module
-        for _, space, before in self.spaces:
-            for name, value in before.items():
-                if space.get(name, _MISSING) is not value:
-                    space[name] = value
-        for _, cls, before in self.classes:
-            for name in list(vars(cls)):
-                if name not in before:
-                    try:
-                        delattr(cls, name)
-                    except (AttributeError, TypeError):
-                        pass
-            for name, value in before.items():
-                if vars(cls).get(name, _MISSING) is not value:
-                    try:
-                        setattr(cls, name, value)
-                    except (AttributeError, TypeError):
-                        pass
-
-
-_MISSING = object()
-
-
-def plain(value, where: str, depth: int = 0):
-    """``value`` if it is plain data (copied where mutable), else ``TypeError`` naming its type."""
-    import fractions
-
-    import numpy as np
-    import torch
-
-    kind = type(value)
-    if depth > 8:
-        raise TypeError(f"{where} returned data nested too deeply")
-    if value is None or kind in (bool, int, float, complex, str, bytes, fractions.Fraction):
-        return value
-    if kind in (list, tuple):
-        return kind(plain(v, where, depth + 1) for v in value)
-    if kind is dict:
-        return {plain(k, where, depth + 1): plain(v, where, depth + 1) for k, v in value.items()}
-    if kind is torch.Size:
-        return value
-    if kind in (torch.Tensor, torch.nn.Parameter):
-        return value.detach().clone()
-    if kind is np.ndarray and value.dtype.kind in "biufc":
-        return value.copy()
-    if isinstance(value, np.generic) and kind.__module__ == "numpy" and value.dtype.kind in "biufc":
-        return value
-    raise TypeError(f"{where} returned a {kind.__module__}.{kind.__qualname__}; answers must be numbers, "
-                    f"strings, lists, tuples, dicts, tensors or arrays")
-
-
 _GUARD = '''
 def __nnapprox_guard__(function, plain):
     import functools
@@ -179,15 +84,6 @@ def __nnapprox_guard__(function, plain):
 
     return guarded
 '''
-
-
-def _import(module: str):
-    if module.split(".")[0] == "otter" or module == "__main__":
-        return None
-    try:
-        return importlib.import_module(module)
-    except Exception:  # noqa: BLE001 - a module this environment does not have: left out
-        return None
 
 
 def build_namespace(job: dict, problems: list[str]) -> tuple[dict, list[str], list[str]]:
@@ -236,132 +132,6 @@ def define_student_code(ns: dict, sources: list[str], problems: list[str],
         if isinstance(ns.get(name), types.FunctionType):
             ns[name] = guard(ns[name], plain)
     return names
-
-
-_SPY = '''
-def __nnapprox_spy__(function, record):
-    import functools
-
-    @functools.wraps(function)
-    def spied(*args, **kwargs):
-        return record(function, args, kwargs)
-
-    return spied
-'''
-
-
-class Recorder:
-    """Records the calls the tests make to the submission's functions (arguments copied before
-    the call, and the result), to compare them with forbidden library functions afterwards.
-    The spies are defined in the namespace itself, so ``f.__globals__`` is still the notebook's."""
-
-    LIMIT = 40  # calls kept per function and question
-
-    def __init__(self, ns: dict, names: list[str]):
-        self.calls: dict[str, list[tuple]] = {}
-        self.originals: dict[str, object] = {}
-        exec(_SPY, ns)
-        factory = ns.pop("__nnapprox_spy__")
-        for name in sorted(set(names)):
-            f = ns.get(name)
-            if callable(f) and not isinstance(f, type):
-                self.originals[name] = f
-                ns[name] = factory(f, self._recorder(name))
-
-    def _recorder(self, name: str):
-        import copy
-
-        def record(function, args, kwargs):
-            try:
-                saved = (copy.deepcopy(args), copy.deepcopy(kwargs))
-            except Exception:  # noqa: BLE001 - arguments that cannot be copied are not recorded
-                saved = None
-            result = function(*args, **kwargs)
-            kept = self.calls.setdefault(name, [])
-            if saved is not None and len(kept) < self.LIMIT:
-                kept.append((*saved, result))
-            return result
-
-        return record
-
-    def restore(self, ns: dict) -> None:
-        ns.update(self.originals)
-
-
-def same(a, b, rtol: float = 1e-9) -> bool:
-    """Whether two answers agree: numbers to ``rtol``, tensors and arrays elementwise, containers item by item."""
-    import numpy as np
-    import torch
-
-    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
-        try:
-            ta, tb = torch.as_tensor(a, dtype=torch.float64), torch.as_tensor(b, dtype=torch.float64)
-        except (TypeError, ValueError, RuntimeError):
-            return False
-        return ta.shape == tb.shape and bool(torch.allclose(ta, tb, rtol=rtol, atol=1e-12, equal_nan=True))
-    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
-        try:
-            return np.shape(a) == np.shape(b) and bool(np.allclose(a, b, rtol=rtol, atol=1e-12, equal_nan=True))
-        except (TypeError, ValueError):
-            return False
-    if isinstance(a, (bool, int, float, np.number)) and isinstance(b, (bool, int, float, np.number)):
-        return bool(np.isclose(float(a), float(b), rtol=rtol, atol=1e-12))
-    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
-        return len(a) == len(b) and all(same(x, y, rtol) for x, y in zip(a, b))
-    if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(same(a[k], b[k], rtol) for k in a)
-    if hasattr(b, "_asdict"):  # a library function's named tuple against a plain tuple
-        return same(a, tuple(b), rtol)
-    return a == b if type(a) is type(b) else False
-
-
-def _entry(index: int):
-    def project(out):
-        return out[index]
-    return project
-
-
-_PROJECTIONS = (lambda out: out, _entry(-1), _entry(0))
-
-
-def _agrees(records, outputs, project) -> bool:
-    try:
-        return all(same(result, project(out)) for (_, _, result), out in zip(records, outputs))
-    except Exception:  # noqa: BLE001 - the projection does not apply (a number has no last entry)
-        return False
-
-
-def answerable(calls: dict[str, list[tuple]], banned: list[str], timeout: float = 20.0) -> list[list[str]]:
-    """``[function, forbidden]`` pairs where the forbidden library function gives the same
-    result as the answer on every recorded call (of at least one)."""
-    import copy
-
-    found = []
-    for full in banned:
-        module, _, attr = full.rpartition(".")
-        target = _import(module)
-        target = getattr(target, attr, None) if target is not None else None
-        if not callable(target):
-            continue
-        for name, records in calls.items():
-            if not records:
-                continue
-            old = signal.signal(signal.SIGALRM, _on_alarm)
-            signal.setitimer(signal.ITIMER_REAL, timeout)
-            try:
-                outputs = [target(*copy.deepcopy(args), **copy.deepcopy(kwargs)) for args, kwargs, _ in records]
-                # the output itself, or its first or last entry ("q1 is the library function up to one line")
-                agree = any(_agrees(records, outputs, project) for project in _PROJECTIONS)
-            except _Timeout:
-                agree = False
-            except Exception:  # noqa: BLE001 - another signature, an error: not the same
-                agree = False
-            finally:
-                signal.setitimer(signal.ITIMER_REAL, 0)
-                signal.signal(signal.SIGALRM, old)
-            if agree:
-                found.append([name, full])
-    return found
 
 
 def run_question(path: Path, ns: dict, snapshot: Snapshot, timeout: float) -> dict:

@@ -25,6 +25,8 @@ import re
 import zipfile
 from pathlib import Path
 
+from .static import _dotted  # one reading of dotted names (static's also reads sys.modules[...])
+
 PROTECTED = ("torch", "numpy", "nnapprox", "otter", "grader", "scipy", "math")
 _OTTER_STAMP = re.compile(r"_(\d{4})_(\d{2})_(\d{2})T(\d{2})_(\d{2})_(\d{2})(?:_(\d{1,6}))?\.zip$")
 
@@ -280,14 +282,3 @@ def patched_attributes(sources: list[str]) -> list[str]:
                     attr = node.args[1].value if len(node.args) > 1 and isinstance(node.args[1], ast.Constant) else "?"
                     found.append(".".join(x for x in (aliases[head], rest, str(attr)) if x))
     return sorted(set(found))
-
-
-def _dotted(node: ast.AST) -> str | None:
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if isinstance(node, ast.Name):
-        parts.append(node.id)
-        return ".".join(reversed(parts))
-    return None
