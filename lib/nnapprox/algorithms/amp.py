@@ -7,7 +7,7 @@ hardness". The model: :math:`y = Ax + w`, :math:`A \in \mathbb R^{n\times d}` wi
 \sigma^2 I_n)`, and a Bernoulli-Gaussian signal :math:`x_i \sim (1-\varepsilon)\,\delta_0 +
 \varepsilon\,\mathcal N(0, 1)` (so :math:`\mathbb E x_i^2 = \varepsilon`).
 
-AMP (``donoho2009message``; ``bayati2011dynamics``, eq. (1.3)-(1.4)) from :math:`x^0 = 0`,
+AMP (``donoho2009message``; ``bayati2011dynamics``) from :math:`x^0 = 0`,
 :math:`z^{-1} = 0`:
 
 .. math::  x^{t+1} = \eta_t(x^t + A^\top z^t), \qquad
@@ -18,7 +18,7 @@ with :math:`\langle v \rangle = \frac1d\sum_i v_i` (the last term is the *Onsage
 correction*; without it the iteration is plain iterative thresholding, the foil). The
 denoiser is the scalar posterior mean :math:`\eta_t(r) = \mathbb E[X \mid X + \tau_t Z = r]`,
 whose derivative is :math:`\operatorname{Var}(X \mid r)/\tau_t^2`. State evolution
-(``bayati2011dynamics``, Theorem 1; ``donoho2009message``):
+(``bayati2011dynamics``, for Lipschitz denoisers; ``donoho2009message``):
 
 .. math::  \tau_0^2 = \sigma^2 + \varepsilon/\delta, \qquad
            \tau_{t+1}^2 = \sigma^2 + \tfrac1\delta\,\mathrm{mmse}(\tau_t^2), \qquad
