@@ -161,4 +161,4 @@ def test_quick_profile_finding():
     out = lp.extrapolation_experiment(s, torch.Generator().manual_seed(0))
     model = lp.extrapolation_ratio(out["model"], s.T, 4).mean()
     foil = lp.extrapolation_ratio(out["foil"], s.T, 4).mean()
-    assert model < 2.0 < foil
+    assert model < 1.6 < foil  # seed 0: 1.17 and 2.55

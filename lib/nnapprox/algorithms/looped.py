@@ -16,14 +16,14 @@ gives :math:`T` steps, and :math:`w_T \to \hat w_{\rm LS}` as :math:`T\to\infty`
 **Trained looped transformer** (``yang2024looped``). Tokens :math:`z_i = (x_i, y_i)` (queries
 :math:`(x, 0)`) are read in linearly, :math:`P = z W_{\rm in} + b_{\rm in}`, and one pre-LayerNorm
 transformer block :math:`M_\theta` (softmax attention whose keys and values are the context
-tokens, then an MLP) is looped with *input injection*,
+tokens, an optional MLP, a final LayerNorm) is looped with *input injection*,
 
 .. math:: Y_0 = 0, \qquad Y_{t+1} = M_\theta(Y_t + P), \qquad
           \hat y_t = Y_t W_{\rm out} + b_{\rm out} \text{ at the queries}.
 
 Training minimises the squared error averaged over a window of loop counts,
 :math:`\frac1{|W|}\sum_{t\in W}(\hat y_t - y)^2` with :math:`W = \{T-\Delta+1, \dots, T\}`
-(Yang et al. use :math:`\Delta = 15`, :math:`T` up to 30 for linear regression). The foil drops
+(Yang et al.: :math:`\Delta = 15`, :math:`T = 30` for linear regression). The foil drops
 both: no injection (:math:`Y_0 = P`, :math:`Y_{t+1} = M_\theta(Y_t)`) and the loss at loop
 :math:`T` only (:math:`\Delta = 1`), the plain weight-tied transformer. :class:`LoopedTransformer`
 holds ``n_runs`` independent models stacked along a leading axis, trained as one program.
