@@ -1,4 +1,4 @@
-"""LISTA at ISTA's weights is ISTA (float64); the Lasso target is certified; training is per member."""
+"""LISTA at ISTA's weights is ISTA (float64); Lasso targets certified; members train alone."""
 
 import pytest
 import torch

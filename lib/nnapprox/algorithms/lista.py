@@ -76,7 +76,7 @@ def ista_step_size(D: Float[Tensor, "runs m n"]) -> Float[Tensor, " runs"]:
 
 
 def lista_ista_weights(D: Float[Tensor, "runs m n"], lam: float) -> Weights:
-    r"""The LISTA weights at which :math:`K` layers are :math:`K` ISTA iterations (module docstring)."""
+    r"""The LISTA weights at which :math:`K` layers are :math:`K` ISTA iterations."""
     if not (lam >= 0 and math.isfinite(lam)):
         raise ValueError(f"need a finite lam >= 0, got {lam}")
     eta = ista_step_size(D)[:, None, None]  # (runs, 1, 1)
@@ -117,7 +117,7 @@ def ista(x: Float[Tensor, "runs N m"], D: Float[Tensor, "runs m n"], lam: float,
 
 def lasso_kkt_residual(z: Float[Tensor, "runs N n"], x: Float[Tensor, "runs N m"],
                        D: Float[Tensor, "runs m n"], lam: float) -> Float[Tensor, "runs N"]:
-    r"""Distance of :math:`-D^\top(Dz - x)` from :math:`\lambda\partial\|z\|_1` (0 at :math:`z^\ast`)."""
+    r"""Distance of :math:`-D^\top(Dz - x)` from :math:`\lambda\partial\|z\|_1`, per row."""
     g = (z @ D.transpose(1, 2) - x) @ D  # (runs, N, n): gradient of the quadratic part
     on = (g + lam * torch.sign(z)).abs()
     return torch.where(z != 0, on, torch.clamp(g.abs() - lam, min=0.0)).amax(dim=-1)
@@ -147,22 +147,24 @@ def lasso_solution(
             t_new = torch.where(restart, torch.ones_like(t), (1 + torch.sqrt(1 + 4 * t * t)) / 2)
             y = z_new + torch.where(restart, 0.0, (t - 1) / t_new) * (z_new - z)
             z, t = z_new, t_new
-            if it % 50 == 0 and lasso_kkt_residual(z[None], x[r:r + 1], D[r:r + 1], lam).max() <= tol:
+            kkt = lasso_kkt_residual(z[None], x[r:r + 1], D[r:r + 1], lam) if it % 50 == 0 else None
+            if kkt is not None and kkt.max() <= tol:
                 break
         else:
-            raise RuntimeError(f"FISTA did not reach a KKT residual of {tol} in {n_iter} iterations")
+            raise RuntimeError(f"FISTA did not reach a KKT residual of {tol} in {n_iter} "
+                               "iterations")
         out.append(z)
     return torch.stack(out)
 
 
 def nmse_db(z_hat: Float[Tensor, "M N n"], z: Float[Tensor, "M N n"]) -> Float[Tensor, " M"]:
-    r"""Normalised squared error :math:`10\log_{10}\bigl(\sum\|\hat z - z\|^2 / \sum\|z\|^2\bigr)`."""
+    r"""NMSE in dB, :math:`10\log_{10}(\sum\|\hat z - z\|^2 / \sum\|z\|^2)`, per member."""
     return 10 * torch.log10(((z_hat - z) ** 2).sum(dim=(1, 2)) / (z**2).sum(dim=(1, 2)))
 
 
 def ista_nmse_curve(x: Float[Tensor, "runs N m"], D: Float[Tensor, "runs m n"], lam: float,
                     z_star: Float[Tensor, "runs N n"], k_max: int) -> Float[Tensor, "k_max runs"]:
-    """NMSE (dB) of ISTA's iterates :math:`k = 1..k_{max}` against ``z_star``: LISTA at ISTA's weights."""
+    """NMSE (dB) of ISTA's iterates :math:`k = 1..k_{max}` (LISTA at ISTA's weights)."""
     _positive(k_max=k_max)
     w = lista_ista_weights(D, lam)
     b, theta = x @ w["W_e"].transpose(1, 2), w["theta"][:, None, :]
@@ -174,7 +176,9 @@ def ista_nmse_curve(x: Float[Tensor, "runs N m"], D: Float[Tensor, "runs m n"], 
     return torch.stack(curve)
 
 
-def iterations_to_match(curve: Float[Tensor, "k_max runs"], target: Float[Tensor, " runs"]) -> Tensor:
+def iterations_to_match(
+    curve: Float[Tensor, "k_max runs"], target: Float[Tensor, " runs"]
+) -> Tensor:
     """Per run, the first ISTA iteration whose NMSE is <= ``target`` (``k_max + 1`` if none)."""
     hit = curve <= target[None]
     first = hit.int().argmax(dim=0) + 1
@@ -242,7 +246,7 @@ def train_members(
     n_steps: int, batch_size: int, generator: torch.Generator, *, lr_final_ratio: float = 0.1,
     desc: str = "LISTA",
 ) -> Float[Tensor, "steps M"]:
-    r"""Adam on :math:`\sum_j \frac1B\sum_i \|f_j(x_{ji}) - z_{ji}\|^2`, one learning rate per member.
+    r"""Adam on :math:`\sum_j \frac1B\sum_i \|f_j(x_{ji}) - z_{ji}\|^2`, one step size per member.
 
     Member ``j`` trains on its own data ``x[j], z[j]`` (a fresh minibatch of row indices per
     step, shared by the members). Adam (:math:`\beta = (0.9, 0.999)`) is written out because
