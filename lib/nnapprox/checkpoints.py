@@ -89,7 +89,7 @@ import torch
 from torch import nn
 
 #: Subpackages whose ``CHECKPOINTS`` dicts are registered, in this order.
-SUBPACKAGES: tuple[str, ...] = ("nnapprox.icl", "nnapprox.sequential")
+SUBPACKAGES: tuple[str, ...] = ("nnapprox.icl", "nnapprox.sequential", "nnapprox.algorithms")
 
 #: The data folder (package data: ``checkpoints/*.safetensors``, ``checkpoints/*.json``).
 DIRECTORY = Path(__file__).resolve().parent / "checkpoints"
