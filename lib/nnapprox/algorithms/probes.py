@@ -174,13 +174,22 @@ def probe_r2(H_train: Float[Tensor, "n C"], Z_train: Float[Tensor, "n k"],
 @torch.no_grad()
 def probe_profile(model: BaiEncoder, A: Float[Tensor, "D d"], generator: torch.Generator, *,
                   N: int, sigma: float, beta: float = 1.0, n_train: int = 2000, n_test: int = 1000,
-                  lam: float = 1e-3) -> dict[str, Float[Tensor, " layer"]]:
+                  lam: float = 1e-3, A_alt: Float[Tensor, "D d"] | None = None,
+                  ) -> dict[str, Float[Tensor, " layer"]]:
     r"""Held-out :math:`R^2` per layer of two probes: ``"phi"`` (:math:`\Phi(x_i)` at every context
     token, pooled over its :math:`D` coordinates) and ``"ridge"`` (the ridge prediction with
     :math:`\lambda = \sigma^2 D`, at the query token). Probes are fitted on ``n_train`` prompts and
-    scored on ``n_test`` others, all drawn here."""
+    scored on ``n_test`` others, all drawn here.
+
+    With ``A_alt`` (an independent representation :math:`\Phi'` of the same family) two control
+    probes are added, the alternatives a skeptic would name: ``"phi_alt"`` (:math:`\Phi'(x_i)`,
+    which the task never uses) and ``"ridge_x"`` (ridge with an intercept on the raw inputs,
+    :math:`\lambda = 1`: linear in-context learning without the representation)."""
     if n_train < 2 or n_test < 2:
         raise ValueError(f"need n_train >= 2 and n_test >= 2, got {n_train}, {n_test}")
+    if A_alt is not None and A_alt.shape != A.shape:
+        raise ValueError(f"A_alt must have the shape of A, {tuple(A.shape)}, "
+                         f"got {tuple(A_alt.shape)}")
     model.eval()
     D = A.shape[0]
     lam_ridge = max(sigma ** 2 * D, 1e-6)
@@ -189,16 +198,26 @@ def probe_profile(model: BaiEncoder, A: Float[Tensor, "D d"], generator: torch.G
         X, y, Phi, _ = representation_tasks(n, N, A, generator, sigma=sigma, beta=beta,
                                             device=A.device)
         target = ridge_prediction(Phi.double(), y.double(), lam_ridge)  # (n,)
-        data.append((hidden_states(model, X, y), Phi, target))
-    (Hs, Phis, rs), (Ht, Phit, rt) = data
+        extra = {}
+        if A_alt is not None:
+            X1 = torch.cat([X, torch.ones_like(X[..., :1])], -1)  # raw inputs with an intercept
+            extra = {"phi_alt": phi(X, A_alt, beta),
+                     "ridge_x": ridge_prediction(X1.double(), y.double(), 1.0)}
+        data.append((hidden_states(model, X, y), Phi, target, extra))
+    (Hs, Phis, rs, es), (Ht, Phit, rt, et) = data
     C = Hs.shape[-1]
-    out = {"phi": [], "ridge": []}
+    out = {"phi": [], "ridge": [], **{k: [] for k in es}}
     for ell in range(Hs.shape[0]):
         ctx_s = Hs[ell, :, :-1].reshape(-1, C)  # (n_train N, C): every context token
         ctx_t = Ht[ell, :, :-1].reshape(-1, C)
         out["phi"].append(probe_r2(ctx_s, Phis[:, :-1].reshape(-1, D), ctx_t,
                                    Phit[:, :-1].reshape(-1, D), lam))
         out["ridge"].append(probe_r2(Hs[ell, :, -1], rs[:, None], Ht[ell, :, -1], rt[:, None], lam))
+        if es:
+            out["phi_alt"].append(probe_r2(ctx_s, es["phi_alt"][:, :-1].reshape(-1, D), ctx_t,
+                                           et["phi_alt"][:, :-1].reshape(-1, D), lam))
+            out["ridge_x"].append(probe_r2(Hs[ell, :, -1], es["ridge_x"][:, None], Ht[ell, :, -1],
+                                           et["ridge_x"][:, None], lam))
     return {k: torch.tensor(v) for k, v in out.items()}
 
 
