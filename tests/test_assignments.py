@@ -43,6 +43,8 @@ WRONG = {
     "depth": ("q2", "F = ((-g + a) / (2 * a)).clamp(0.0, 1.0)", "F = ((-g + a) / a).clamp(0.0, 1.0)"),
     "sequential": ("q1", "return -torch.log2((own + alpha) / (t + m * alpha))",
                    "return -torch.log2((own + alpha) / (t + alpha))"),
+    "algorithms": ("q2", "tau2.append(sigma2 + v * t / (v + t) / delta)",
+                   "tau2.append(sigma2 + t / (1 + t) / delta)"),
 }
 
 GRADE_TIMEOUT = 300.0  # only reached when something is broken
