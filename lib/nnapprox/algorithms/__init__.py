@@ -1,4 +1,6 @@
-"""Closing chapter "Functions versus algorithms: what the algorithmic view buys" (``chapters/algorithms.md``).
+"""Closing chapter "Functions versus algorithms: what the algorithmic view buys".
+
+The chapter is ``chapters/algorithms.md``.
 
 Modules: :mod:`.looped` (a weight-tied transformer block run T times), :mod:`.amp`
 (approximate message passing against the Bayes error), :mod:`.lista` (unrolled ISTA against an

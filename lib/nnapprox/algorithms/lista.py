@@ -35,6 +35,7 @@ from jaxtyping import Float
 from torch import Tensor, nn
 
 from nnapprox import rng
+from nnapprox.ista import lasso_kkt_residual as intro_kkt
 from nnapprox.ista import soft_threshold
 from nnapprox.progress import progress
 
@@ -117,10 +118,11 @@ def ista(x: Float[Tensor, "runs N m"], D: Float[Tensor, "runs m n"], lam: float,
 
 def lasso_kkt_residual(z: Float[Tensor, "runs N n"], x: Float[Tensor, "runs N m"],
                        D: Float[Tensor, "runs m n"], lam: float) -> Float[Tensor, "runs N"]:
-    r"""Distance of :math:`-D^\top(Dz - x)` from :math:`\lambda\partial\|z\|_1`, per row."""
-    g = (z @ D.transpose(1, 2) - x) @ D  # (runs, N, n): gradient of the quadratic part
-    on = (g + lam * torch.sign(z)).abs()
-    return torch.where(z != 0, on, torch.clamp(g.abs() - lam, min=0.0)).amax(dim=-1)
+    r"""Distance of :math:`-D^\top(Dz - x)` from :math:`\lambda\partial\|z\|_1`, per row: the
+    intro's :func:`nnapprox.ista.lasso_kkt_residual` with :math:`A = D^\top D`,
+    :math:`b = D^\top x`, run by run."""
+    return torch.stack([intro_kkt(z[r], D[r].T @ D[r], x[r] @ D[r], lam)
+                        for r in range(D.shape[0])])
 
 
 def lasso_solution(

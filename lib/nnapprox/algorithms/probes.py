@@ -47,6 +47,7 @@ from jaxtyping import Float
 from torch import Tensor, nn
 
 from .. import rng
+from ..icl import baselines as bl
 from ..icl.encoder import BaiEncoder
 from ..icl.gpt import train_icl
 
@@ -114,10 +115,8 @@ def ridge_prediction(Phi: Float[Tensor, "batch N_plus_1 D"], y: Float[Tensor, "b
     :math:`\Phi(x_{N+1})`."""
     if lam <= 0:
         raise ValueError(f"the ridge penalty lam must be > 0, got {lam}")
-    P, t, q = Phi[:, :-1], y[:, :-1], Phi[:, -1]  # (B, N, D), (B, N), (B, D)
-    G = P.transpose(1, 2) @ P + lam * torch.eye(P.shape[-1], dtype=P.dtype, device=P.device)
-    w_hat = torch.linalg.solve(G, (P.transpose(1, 2) @ t[..., None]))[..., 0]  # (B, D)
-    return (w_hat * q).sum(-1)
+    N = Phi.shape[1] - 1  # icl's ridge penalises (1/2N)||Pw - t||^2 + (lam'/2)||w||^2: lam' = lam/N
+    return bl.ridge(Phi[:, :-1], y[:, :-1], Phi[:, -1], lam / N)
 
 
 def hidden_states(model: BaiEncoder, X: Float[Tensor, "batch N_plus_1 d"],
