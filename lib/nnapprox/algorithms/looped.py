@@ -23,7 +23,9 @@ tokens, an optional MLP, a final LayerNorm) is looped with *input injection*,
 
 Training minimises the squared error averaged over a window of loop counts,
 :math:`\frac1{|W|}\sum_{t\in W}(\hat y_t - y)^2` with :math:`W = \{T-\Delta+1, \dots, T\}`
-(Yang et al.: :math:`\Delta = 15`, :math:`T = 30` for linear regression). The foil drops
+(Yang et al.: :math:`\Delta = 15`, :math:`T = 30` for linear regression; here :math:`T = 4`
+and :math:`\Delta = T`: with :math:`\Delta = 2`, long training fits loops 3-4 only and the
+error doubles beyond them). The foil drops
 both: no injection (:math:`Y_0 = P`, :math:`Y_{t+1} = M_\theta(Y_t)`) and the loss at loop
 :math:`T` only (:math:`\Delta = 1`), the plain weight-tied transformer. :class:`LoopedTransformer`
 holds ``n_runs`` independent models stacked along a leading axis, trained as one program.
@@ -166,7 +168,7 @@ class LoopedSettings:
     Q: int = 4
     sigma: float = 0.1
     T: int = 4
-    window: int = 2
+    window: int = 4  # = T: the loss over every loop count (Delta = 2 overfits loops 3-4)
     n_steps: int = 400
     batch: int = 16
     lr: float = 1e-2
