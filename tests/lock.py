@@ -84,7 +84,8 @@ def digest(chapters: dict) -> str:
 
 
 def revision(entry: dict) -> str:
-    """One chapter's revision: the digest of its entry."""
+    """One chapter's revision: the digest of its entry (claims, contract, and the source key of
+    the runs it was frozen from, when they record one)."""
     return hashlib.sha256(_canonical(entry).encode()).hexdigest()[:12]
 
 
@@ -139,7 +140,19 @@ def chapter_entry(records: list[dict], contract: str) -> dict:
                 f"{sorted(set(names) ^ set(other))}; a name must not depend on the seed"
             )
     by_name = {n: [next(c for c in r["claims"] if c["name"] == n) for r in records] for n in names}
-    return {"contract": contract, "claims": [claim_entry(by_name[n]) for n in names]}
+    entry = {"contract": contract, "claims": [claim_entry(by_name[n]) for n in names]}
+    keys = {r.get("key") for r in records}
+    if len(keys) > 1:
+        by_key = {k: [r.get("seed") for r in records if r.get("key") == k] for k in keys}
+        raise LockError(
+            f"runs of {records[0].get('chapter')!r} come from different versions of the chapter or its "
+            f"library (seeds by source key: {by_key}); rerun the sweep on one version before locking it"
+        )
+    if keys != {None}:
+        # the design is the source, not only the claims table: a changed setting with the same
+        # claims is a new revision, and so needs its own validation block
+        entry["source"] = keys.pop()
+    return entry
 
 
 def differences(entry: dict, record: dict) -> list[str]:

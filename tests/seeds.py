@@ -387,6 +387,11 @@ def validate(paths: list[Path], *, jobs: int = 1, executor: str = "local", clust
                   f"{'held on every seed' if done['held_on_every_seed'] else 'FAILED'}; not rerun")
             failed += [] if done["held_on_every_seed"] else [chapter]
             continue
+        locked_source = lock["chapters"][chapter].get("source")
+        if locked_source is not None and source_key(path) != locked_source:
+            raise SystemExit(f"{chapter}: the chapter or its library changed since its design was frozen "
+                             f"(source {source_key(path)}, locked {locked_source}); rerun the design seeds "
+                             f"and freeze it again (tests/lock.py write) before validating")
         block = claims_lock.next_block(lock, chapter)
         runs = []
         for seed, r in zip(block, run_many([(path, seed) for seed in block], jobs=jobs, executor=executor,

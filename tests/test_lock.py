@@ -94,3 +94,39 @@ def test_the_book_lock_covers_every_chapter_and_records_its_history():
         assert entry["claims"], "a locked chapter has claims"
     for event in data["validation"]:
         assert min(event["seeds"]) >= 10, "validation seeds are disjoint from the design seeds 0-9"
+
+
+def test_the_design_source_is_part_of_the_revision():
+    # the same claims table from runs of two versions of a chapter (a changed setting, say):
+    # two revisions, so the second design gets its own validation block
+    old = lock.chapter_entry([dict(_record(s), key="k-old") for s in range(3)], "x")
+    new = lock.chapter_entry([dict(_record(s), key="k-new") for s in range(3)], "x")
+    assert old["source"] == "k-old" and old["claims"] == new["claims"]
+    assert lock.revision(old) != lock.revision(new)
+    data = {"chapters": {"demo": new}, "history": [], "validation": [
+        {"chapter": "demo", "revision": lock.revision(old), "seeds": list(range(10, 20)),
+         "date": "2026-11-28", "held_on_every_seed": True, "failures": []}]}
+    assert lock.validated(data, "demo") is None
+    assert lock.next_block(data, "demo") == list(range(20, 30))
+    with pytest.raises(lock.LockError, match="different versions"):
+        lock.chapter_entry([dict(_record(0), key="k-old"), dict(_record(1), key="k-new")], "x")
+    assert "source" not in lock.chapter_entry([_record()], "x")  # a run without a key
+
+
+def test_validation_refuses_a_chapter_changed_since_its_lock(tmp_path, monkeypatch):
+    import seeds
+
+    chapter = tmp_path / "demo.md"
+    chapter.write_text("# demo\n")
+    entry = lock.chapter_entry([dict(_record(s), key="k-locked") for s in range(3)], "x")
+    chapters = {"demo": entry}
+    data = {"chapters": chapters, "validation": [], "history": [
+        {"date": "2026-11-28", "chapters": ["demo"], "reason": "r", "after_failed_run": False,
+         "digest": lock.digest(chapters)}]}
+    monkeypatch.setattr(seeds.claims_lock, "load", lambda: copy.deepcopy(data))
+    monkeypatch.setattr(seeds, "source_key", lambda path: "k-edited")
+    ran = []
+    monkeypatch.setattr(seeds, "run_many", lambda *a, **k: ran.append(a) or [])
+    with pytest.raises(SystemExit, match="changed since its design was frozen"):
+        seeds.validate([chapter])
+    assert not ran  # refused before any run started
