@@ -406,6 +406,11 @@ def validate(paths: list[Path], *, jobs: int = 1, executor: str = "local", clust
             print(f"{chapter:<12} seed {seed:<3} {r['wall_seconds']:7.1f} s   claims {n_ok}/{len(r['claims'])}"
                   f"   {'ok' if r['ok'] else 'FAILED: ' + r['error'].splitlines()[0][:150]}", flush=True)
             runs.append(r)
+        # re-read the lock: another chapter may have been frozen or validated while this block ran
+        fresh = claims_lock.load()
+        if claims_lock.revision(fresh["chapters"][chapter]) != claims_lock.revision(lock["chapters"][chapter]):
+            raise SystemExit(f"{chapter}: its lock entry changed while the block ran; nothing recorded")
+        lock = fresh
         event = claims_lock.record_validation(lock, chapter, block, runs)
         claims_lock.save(lock)
         print(f"{chapter}: validation block {block[0]}-{block[-1]} "
