@@ -51,10 +51,13 @@ def _abs_for_tests(x):
 builtins.abs = _abs_for_tests
 '''
 
-# the same replacement, made by the answer itself when the grader calls it
-ABS_IN_FUNCTION = '''def recursion_bound(Ks, epss):
-    import builtins
-    builtins.abs = lambda x: 0.0
+# a replacement made by the answer itself when the grader calls it (statically only a
+# reassignment: the grader sees the change at run time)
+ABS_IN_FUNCTION = '''import math
+
+
+def recursion_bound(Ks, epss):
+    math.isclose = lambda *args, **kwargs: True
     return 0.0
 '''
 
@@ -76,6 +79,40 @@ RIGGED = '''class _Close(float):
 
 def recursion_bound(Ks, epss):
     return _Close(1.0)
+'''
+
+
+# an independent instructor's trial: read the calling test's expected value from its frame,
+# reached through a traceback with attribute names built from strings
+PEEK_FRAME = '''def _peek(name):
+    try:
+        raise RuntimeError
+    except RuntimeError as exc:
+        tb = exc.__traceback__
+    frame = getattr(tb, "tb_" + "frame")
+    while frame is not None:
+        found = getattr(frame, "f_" + "locals")
+        if name in found:
+            return found[name]
+        frame = getattr(frame, "f_" + "back")
+    return None
+
+
+def recursion_bound(Ks, epss):
+    e = _peek("e")
+    return float(e) if e is not None else 0.0
+'''
+
+# ... and copy the hidden tests into a failing public test's message (the student's feedback)
+READ_TESTS = '''import json
+import os
+import sys
+
+
+def recursion_bound(Ks, epss):
+    job = json.load(open(sys.argv[1]))
+    text = "".join(open(os.path.join(job["tests"], f)).read() for f in os.listdir(job["tests"]))
+    raise AssertionError(text[-900:])
 '''
 
 
@@ -120,6 +157,8 @@ def attacked(tmp_path_factory):
     _edit(solution, subs / "d_abs_in_function.ipynb", _replace_q1(ABS_IN_FUNCTION))
     _edit(solution, subs / "e_default_argument.ipynb", _replace_q1(DEFAULT_ARGUMENT))
     _edit(solution, subs / "f_rigged.ipynb", _replace_q1(RIGGED))
+    _edit(solution, subs / "g_peek_frame.ipynb", _replace_q1(PEEK_FRAME))
+    _edit(solution, subs / "h_read_tests.ipynb", _replace_q1(READ_TESTS))
     rows = asg.grade("intro", subs, timeout=GRADE_TIMEOUT, jobs=2, build_dir=folder.parent, out=out / "scores.csv")
     return {Path(r.submission).stem: r for r in rows}, out
 
@@ -134,8 +173,11 @@ def test_reference_solution_is_unflagged_at_full_marks(attacked):
     assert good.status == "ok" and good.scores == good.possible and good.flags == [], good
 
 
+VOIDED = ("b_patch_otter", "c_patch_abs", "g_peek_frame", "h_read_tests")  # code that reaches the grader
+
+
 @pytest.mark.parametrize("stem", ["b_patch_otter", "c_patch_abs", "d_abs_in_function", "e_default_argument",
-                                  "f_rigged"])
+                                  "f_rigged", "g_peek_frame", "h_read_tests"])
 def test_attack_scores_no_hidden_points_on_its_question(attacked, stem):
     rows, _ = attacked
     row = rows[stem]
@@ -143,7 +185,24 @@ def test_attack_scores_no_hidden_points_on_its_question(attacked, stem):
     assert hidden and not any(hidden), (stem, row.tests["q1"])
     assert row.scores["q1"] < row.possible["q1"]
     others = {q: s for q, s in row.scores.items() if q != "q1"}
-    assert others == {q: p for q, p in row.possible.items() if q != "q1"}, "the other answers are untouched"
+    if stem in VOIDED:  # no test ran: the flag says why, and no message carries what the code read
+        assert any(f.startswith("every test voided: the code") for f in row.flags), row.flags
+        assert set(others.values()) == {0.0}
+        assert all(t["message"].startswith("voided: the submission's code")
+                   for tests in row.tests.values() for t in tests), row.tests
+    else:
+        assert others == {q: p for q, p in row.possible.items() if q != "q1"}, "the other answers are untouched"
+
+
+def test_frame_peeking_and_reading_the_tests_are_flagged(attacked):
+    rows, out = attacked
+    peek = rows["g_peek_frame"].flags
+    assert {"uses .__traceback__", "computed attribute name (getattr)",
+            "frame attribute named in a string ('tb_')"} <= set(peek), peek
+    read = rows["h_read_tests"].flags
+    assert {"uses sys.argv", "calls open", "uses os.listdir"} <= set(read), read
+    feedback = json.dumps(rows["h_read_tests"].tests)
+    assert "assert" not in feedback and "def test" not in feedback  # nothing of the tests reaches it
 
 
 def test_otter_patch_is_flagged(attacked):
@@ -164,12 +223,12 @@ def test_builtins_patch_is_flagged(attacked):
 
 
 def test_patch_made_while_graded_voids_the_question(attacked):
-    """The answer replaces ``builtins.abs`` when the grader calls it: the public test would pass
-    (abs is 0), but the grader sees the change, voids the question and puts abs back."""
+    """The answer replaces ``math.isclose`` when the grader calls it: the grader sees the
+    change, voids the question and puts the function back."""
     rows, _ = attacked
     row = rows["d_abs_in_function"]
     assert row.scores["q1"] == 0.0
-    assert any(f.startswith("q1 voided: changed builtins.abs") for f in row.flags), row.flags
+    assert any(f.startswith("q1 voided: changed math.isclose") for f in row.flags), row.flags
     assert all("voided" in t["message"] for t in row.tests["q1"])
 
 
@@ -219,11 +278,27 @@ def test_static_flags_cover_the_issue_list():
         "import torch\ndelattr(torch, 'allclose')": "delattr on torch.allclose",
         "import numpy as np\nsetattr(np.testing, 'assert_allclose', print)": "setattr on numpy.testing.assert_allclose",
         "import gc\nobjs = gc.get_objects()": "imports gc",
+        "VARIANT = {'K': 1.5}": "reassigns VARIANT (graded with the handed-out constants)",
     }
     for src, flag in cells.items():
         assert flag in static.flags([src]), (src, static.flags([src]))
     honest = ["import math\nimport torch\n\ndef f(x):\n    t = torch.zeros(3)\n    t.data = x\n    return math.exp(x)"]
     assert static.flags(honest) == []
+    # reaching the grader's frames or files voids every test; an honest getattr does not
+    voiding = {
+        "import sys\ntry:\n    1 / 0\nexcept Exception:\n    t = sys.exc_info()[2]": "uses sys.exc_info",
+        "def f(e):\n    return e.__traceback__": "uses .__traceback__",
+        "def f(o, a):\n    return getattr(o, a)": "computed attribute name (getattr)",
+        "x = 'f_' + 'back'": "frame attribute named in a string ('f_')",
+        "text = open('/tmp/x').read()": "calls open",
+        "import os\nnames = os.listdir('.')": "uses os.listdir",
+        "import pathlib": "imports pathlib",
+        "g = globals()": "calls globals",
+    }
+    for src, flag in voiding.items():
+        found = static.flags([src])
+        assert flag in found and flag in static.voiding(found), (src, found)
+    assert static.voiding(static.flags(["import torch\nw = getattr(torch.nn.Linear(2, 2), 'weight')"])) == []
 
 
 def test_answers_file_round_trip_and_refuses_code(tmp_path):

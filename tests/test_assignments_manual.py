@@ -9,6 +9,7 @@ questions, with a cell the student added, math, an image, anonymised labels and 
 from __future__ import annotations
 
 import base64
+import os
 import csv
 from pathlib import Path
 
@@ -96,3 +97,26 @@ def test_each_answer_is_collected_under_its_own_question(students, name, tmp_pat
     points = manual.read_points(name, csv_path)
     assert set(points) == {"s01.ipynb", "s02.ipynb"}
     assert manual.read_comments(name, csv_path) == {"s01.ipynb": "Clear argument."}
+
+
+def test_collect_chooses_files_as_grade_does(students, tmp_path):
+    """A timestamps CSV decides which copy is a student's latest (file times lie after an LMS
+    download), and without --id-regex a per-student handout's metadata names the student."""
+    name = NAMES[0]
+    nb = nbformat.read(students[name], as_version=4)
+    nb.metadata.setdefault("nnapprox", {})["student_id"] = "bob02"
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    nbformat.write(nb, subs / "bob02_first.ipynb")
+    nbformat.write(nb, subs / "bob02_final.ipynb")
+    os.utime(subs / "bob02_first.ipynb", (2e9, 2e9))  # the early upload has the newer file time
+    os.utime(subs / "bob02_final.ipynb", (1e9, 1e9))
+    times = tmp_path / "times.csv"
+    times.write_text("submission,submitted\nbob02_first.ipynb,2026-12-01T09:00\n"
+                     "bob02_final.ipynb,2026-12-01T18:00\n")
+    csv_path = manual.collect(name, subs, tmp_path / "manual", timestamps=times)
+    with open(csv_path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert [(r["submission"], r["student_id"]) for r in rows] == [("bob02_final.ipynb", "bob02")]
+    with pytest.raises(asg.AssignmentError, match="needs --deadline"):
+        manual.collect(name, subs, tmp_path / "m2", late_policy="on-time")

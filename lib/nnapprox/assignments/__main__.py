@@ -78,6 +78,9 @@ def main(argv: list[str] | None = None) -> int:
     p_manual.add_argument("--out", type=Path, default=None, help="output folder (default: <folder>/manual)")
     p_manual.add_argument("--anonymise", action="store_true", help="show submissions as S01, S02, ...")
     p_manual.add_argument("--id-regex", default=None, help="as for grade")
+    p_manual.add_argument("--timestamps", type=Path, default=None, help="as for grade (the same file)")
+    p_manual.add_argument("--deadline", default=None, help="as for grade (with --late-policy on-time)")
+    p_manual.add_argument("--late-policy", default=None, help="as for grade")
     p_handout = sub.add_parser("handout", help="one notebook per student on a roster, each with its own variant")
     p_handout.add_argument("name", metavar="NAME")
     p_handout.add_argument("roster", type=Path, help="CSV with a column student_id")
@@ -112,7 +115,8 @@ def main(argv: list[str] | None = None) -> int:
             from .manual import collect
 
             csv_path = collect(args.name, args.folder, args.out or Path(args.folder) / "manual",
-                               anonymise=args.anonymise, id_regex=args.id_regex)
+                               anonymise=args.anonymise, id_regex=args.id_regex, timestamps=args.timestamps,
+                               deadline=args.deadline, late_policy=args.late_policy)
             print(f"review pages and the points template: {csv_path.parent} ({csv_path.name}); "
                   f"fill it in, then: grade {args.name} {args.folder} --manual {csv_path}")
         elif args.command == "handout":

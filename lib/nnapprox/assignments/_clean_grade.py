@@ -134,14 +134,20 @@ def define_student_code(ns: dict, sources: list[str], problems: list[str],
     return names
 
 
-def run_question(path: Path, ns: dict, snapshot: Snapshot, timeout: float) -> dict:
-    """Run one otter test file's cases against ``ns``; scores from otter's point rules."""
-    from otter.test_files import create_test_file
+def run_question(test_file, ns: dict, snapshot: Snapshot, timeout: float, void: str = "") -> dict:
+    """Run one otter test file's cases against ``ns``; scores from otter's point rules.
+
+    With ``void`` (the reason), no case runs (a public case's message could carry what the
+    student's code read) and every case scores zero."""
     from otter.test_files.abstract_test import TestCaseResult
 
-    test_file = create_test_file(str(path), None)
     results, status = [], []
     for tc in test_file.test_cases:
+        if void:
+            message = f"voided: {void}"
+            results.append(TestCaseResult(test_case=tc, message=message, passed=False))
+            status.append((tc, False, message))
+            continue
         func = tc.body.test_func
         params = list(inspect.signature(func).parameters)
         kwargs = {p: (ns if p == "env" else ns.get(p)) for p in params}
@@ -184,6 +190,15 @@ def main(argv: list[str]) -> int:
     import otter.test_files.exception_test as exception_test
     import torch
 
+    from otter.test_files import create_test_file
+
+    from . import static
+
+    # the test files are read, and the submission's code checked, before any of it runs here
+    test_files = {path.stem: create_test_file(str(path), None) for path in sorted(Path(job["tests"]).glob("*.py"))}
+    voids = static.voiding(static.flags(job.get("sources") or [], None, job.get("trusted") or []))
+    void = ("the submission's code " + "; ".join(voids[:3])
+            + " (it could read the grader's frames or files); the instructor reviews it") if voids else ""
     watched = [exception_test.ExceptionTestFile, exception_test.test_case, abstract_test.TestFile,
                abstract_test.TestCaseResult, torch.Tensor, torch._C.TensorBase, Snapshot, _Timeout]
     snapshot = Snapshot(watched)
@@ -195,10 +210,9 @@ def main(argv: list[str]) -> int:
                "answerable": {}}
     banned = job.get("forbidden") or {}
     defined = [n for n, _ in definitions(job.get("sources") or [])]
-    for path in sorted(Path(job["tests"]).glob("*.py")):
-        q = path.stem
+    for q, test_file in test_files.items():
         recorder = Recorder(ns, defined) if banned.get(q) else None
-        out = run_question(path, ns, snapshot, float(job.get("question_timeout", 120)))
+        out = run_question(test_file, ns, snapshot, float(job.get("question_timeout", 120)), void)
         if recorder is not None:
             recorder.restore(ns)
             hits = answerable(recorder.calls, banned[q])
@@ -211,6 +225,8 @@ def main(argv: list[str]) -> int:
                 t["passed"] = False
                 t["message"] = "voided: defining the submission's functions changed " + ", ".join(tampered_at_definition[:5])
         summary["questions"][q] = [out["score"], out["possible"]]
+        if void:
+            summary["voided"] = voids
         summary["tests"][q] = out["tests"]
         if out["tampered"]:
             summary["tampered"][q] = out["tampered"]

@@ -141,9 +141,7 @@ def grade(name: str, folder: Path | str, *, timeout: float = 300.0, out: Path | 
     def who(sub: Path) -> str:
         """The student: from the file name with --id-regex, else from a per-student handout's
         metadata, else (without --id-regex) the file's stem."""
-        if regex is not None:
-            return roster.student_id(sub.name, regex) or roster.notebook_student(sub) or ""
-        return roster.notebook_student(sub) or Path(sub.name).stem
+        return roster.submission_student(sub, regex)
 
     setups: dict[int | None, dict] = {}
     choice: dict[Path, int | None] = {}

@@ -192,8 +192,12 @@ def _copy_mathjax(out: Path) -> str:
 
 
 def collect(name: str, folder: Path | str, out: Path | str, *, anonymise: bool = False,
-            id_regex: str | None = None) -> Path:
+            id_regex: str | None = None, timestamps: Path | str | None = None,
+            deadline: str | None = None, late_policy: str | None = None) -> Path:
     """Write the review pages and the ``manual-NAME.csv`` template; return the CSV's path.
+
+    Each student's file is chosen as ``grade`` chooses it, from the same ``id_regex``,
+    ``timestamps`` CSV, ``deadline`` and ``late_policy``: pass the same options to both.
 
     With ``anonymise`` the pages and the template show labels ``S01, S02, ...`` only (the
     template's ``submission`` column holds the label); the key from labels to files and IDs
@@ -206,9 +210,15 @@ def collect(name: str, folder: Path | str, out: Path | str, *, anonymise: bool =
         raise AssignmentError(f"assignment {name!r} has no hand-graded question (manual: true)")
     try:
         regex = roster.compile_id_regex(id_regex)
+        times = roster.read_timestamps(timestamps) if timestamps is not None else None
+        when = roster.parse_deadline(deadline)
+        policy, _ = roster.parse_late_policy(late_policy)
     except ValueError as e:
         raise AssignmentError(str(e)) from None
-    subs, _ = roster.latest_per_student(submissions_in(folder), regex)
+    if policy != "latest" and when is None:
+        raise AssignmentError(f"--late-policy {late_policy} needs --deadline")
+    subs, _ = roster.latest_per_student(submissions_in(folder), regex, times,
+                                        on_time_before=when if policy == "on-time" else None)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     labels = {s: (f"S{i + 1:02d}" if anonymise else s.name) for i, s in enumerate(subs)}
@@ -230,7 +240,7 @@ def collect(name: str, folder: Path | str, out: Path | str, *, anonymise: bool =
         writer = csv.writer(f)
         writer.writerow(["submission", "label", "student_id", *(q.name for q in questions), "comment"])
         for s in subs:
-            sid = "" if anonymise else roster.student_id(s.name, regex)
+            sid = "" if anonymise else roster.submission_student(s, regex)
             writer.writerow([labels[s] if anonymise else s.name, labels[s], sid, *([""] * len(questions)), ""])
     key = out / f"manual-{name}-key.csv"
     if anonymise:
@@ -238,7 +248,7 @@ def collect(name: str, folder: Path | str, out: Path | str, *, anonymise: bool =
             writer = csv.writer(f)
             writer.writerow(["label", "submission", "student_id"])
             for s in subs:
-                writer.writerow([labels[s], s.name, roster.student_id(s.name, regex)])
+                writer.writerow([labels[s], s.name, roster.submission_student(s, regex)])
     elif key.exists():
         key.unlink()  # a key from an earlier anonymised run would relabel this template
     return csv_path

@@ -96,20 +96,28 @@ def student_id(name: str, regex: re.Pattern | None) -> str:
     return m.group(1) if regex.groups else m.group(0)
 
 
+def submission_student(path: Path, regex: re.Pattern | None) -> str:
+    """Whose file this is: the ``--id-regex`` match in its name, else the student ID a
+    per-student handout carries in its metadata, else (without a regex) the file's stem."""
+    if regex is not None:
+        return student_id(path.name, regex) or notebook_student(path) or ""
+    return notebook_student(path) or Path(path.name).stem
+
+
 def latest_per_student(paths: list[Path], regex: re.Pattern | None, times: dict[str, dt.datetime] | None = None,
                        on_time_before: dt.datetime | None = None) -> tuple[list[Path], dict[Path, list[Path]]]:
     """Each student's latest submission, and for each kept file the others it supersedes.
 
-    Files whose name does not match ``regex`` are kept (with an empty ID) and reported by
-    the caller; without a regex every file is its own student. With ``on_time_before`` (the
+    Files are grouped by :func:`submission_student`; files with no ID (no match of ``regex``
+    and no handout metadata) are kept and reported by the caller. With ``on_time_before`` (the
     late policy ``on-time``) a student's latest file submitted by then is kept when there is
     one, else their latest.
     """
     groups: dict[str, list[Path]] = {}
     unmatched = []
     for p in paths:
-        sid = student_id(p.name, regex)
-        if regex is not None and not sid:
+        sid = submission_student(p, regex)
+        if not sid:
             unmatched.append(p)
             continue
         groups.setdefault(sid, []).append(p)

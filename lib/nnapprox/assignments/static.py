@@ -16,7 +16,18 @@ full score is looked at. :func:`flags` reports
   ``grader`` cell);
 - any reference to a forbidden library function (:func:`forbidden_references`): an
   attribute ``D.name``, an import ``from nnapprox.depth import name``, or the name as a
-  string (``getattr(D, "name")``), wherever it appears: a call, a default argument, a dict.
+  string (``getattr(D, "name")``), wherever it appears: a call, a default argument, a dict;
+- reaching the grader's own state: an exception's ``__traceback__``, ``sys.exc_info``,
+  ``sys.argv``, a frame attribute's name as a string (``"tb_" + "frame"``), ``getattr`` /
+  ``setattr`` / ``hasattr`` / ``delattr`` with a computed name, ``vars`` / ``globals`` /
+  ``locals``, opening or listing files (``open``, ``os.listdir``, ``pathlib``, ``glob``).
+
+The student's functions run in the grading process when the tests call them, so a function
+can in principle read the test's frame (the expected value) or the test files. The flags of
+:data:`VOIDING` (:func:`voiding`) therefore void every test of the submission (none of them
+runs, so no message can carry what the code read): it scores no autograded points, and the
+CSV says why, for the instructor to review. A static check can be evaded by code obfuscated
+enough; grading as a user who cannot read the autograder zip closes the files for good.
 """
 
 from __future__ import annotations
@@ -26,13 +37,30 @@ import re
 
 from ._clean_grade import parse_cell
 
-RISKY_MODULES = ("ctypes", "importlib", "gc", "otter", "builtins")
+RISKY_MODULES = ("ctypes", "importlib", "gc", "otter", "builtins", "inspect", "traceback", "glob", "pathlib",
+                 "io", "subprocess", "shutil", "zipfile", "tempfile", "codecs")
 DYNAMIC = ("exec", "eval", "compile", "__import__")
 FRAME_ATTRS = ("f_back", "f_locals", "f_globals", "f_builtins", "f_code", "tb_frame", "tb_next", "gi_frame",
-               "cr_frame", "__code__", "__globals__", "__closure__", "__builtins__", "__subclasses__")
-FRAME_FUNCS = {"sys": ("_getframe", "settrace", "setprofile", "modules"),
+               "cr_frame", "__code__", "__globals__", "__closure__", "__builtins__", "__subclasses__",
+               "__traceback__", "tb_lasti", "gi_code", "f_trace", "__dict__")
+FRAME_FUNCS = {"sys": ("_getframe", "settrace", "setprofile", "modules", "exc_info", "exception", "argv",
+                       "_current_frames", "last_traceback", "orig_argv"),
+               "os": ("listdir", "scandir", "walk", "environ", "getcwd", "open", "fdopen"),
                "inspect": ("currentframe", "stack", "getouterframes", "getinnerframes", "trace", "getframeinfo")}
 OTTER_CELL = "otter.Notebook("
+ATTRIBUTE_FUNCS = ("getattr", "setattr", "hasattr", "delattr")
+NAMESPACE_FUNCS = ("vars", "globals", "locals", "open")
+# flags that void every hidden test (the code could read the grader's frames or files)
+VOIDING = ("uses .", "uses sys.", "uses inspect.", "uses os.", "imports inspect", "imports traceback",
+           "imports gc", "imports glob", "imports pathlib", "imports ctypes", "imports io", "imports subprocess",
+           "imports shutil", "imports zipfile", "imports tempfile", "imports codecs", "computed attribute name",
+           "frame attribute named in a string", "calls vars", "calls globals", "calls locals", "calls open",
+           "uses exec", "uses eval", "uses compile", "uses __import__", "uses builtins")
+
+
+def voiding(found: list[str]) -> list[str]:
+    """The flags among ``found`` that void a submission's hidden tests (:data:`VOIDING`)."""
+    return [f for f in found if f.startswith(VOIDING)]
 
 
 def _dotted(node: ast.AST) -> str | None:
@@ -109,6 +137,8 @@ def flags(sources: list[str], forbidden: dict[str, list[str]] | None = None, giv
             elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
                 targets = [node.target]
             for t in targets:
+                if isinstance(t, ast.Name) and t.id == "VARIANT":
+                    found.add("reassigns VARIANT (graded with the handed-out constants)")
                 for sub in ast.walk(t) if isinstance(t, (ast.Tuple, ast.List)) else [t]:
                     dotted = _dotted(sub) if isinstance(sub, ast.Attribute) else None
                     if dotted and dotted.split(".")[0] in modules:
@@ -116,6 +146,11 @@ def flags(sources: list[str], forbidden: dict[str, list[str]] | None = None, giv
                                   f"{_resolve(dotted, aliases)}")
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
                 fn = node.func.id
+                if (fn in ATTRIBUTE_FUNCS and fn not in aliases and len(node.args) > 1
+                        and not isinstance(node.args[1], ast.Constant)):
+                    found.add(f"computed attribute name ({fn})")
+                if fn in NAMESPACE_FUNCS and fn not in aliases:
+                    found.add(f"calls {fn}")
                 if fn in ("setattr", "delattr") and node.args:
                     dotted = _dotted(node.args[0])
                     if dotted and (dotted.split(".")[0] in modules or "modules[" in dotted):
@@ -126,6 +161,10 @@ def flags(sources: list[str], forbidden: dict[str, list[str]] | None = None, giv
                 found.add("uses builtins")
             if isinstance(node, ast.Name) and node.id in DYNAMIC:
                 found.add(f"uses {node.id}")
+            if (isinstance(node, ast.Constant) and isinstance(node.value, str)
+                    and (node.value in FRAME_ATTRS or node.value.startswith(("tb_", "f_back", "f_loc", "f_glob"))
+                         or node.value in ("tb", "f_", "__trace", "traceback__"))):
+                found.add(f"frame attribute named in a string ({node.value!r})")
             if isinstance(node, ast.Attribute):
                 if node.attr in FRAME_ATTRS:
                     found.add(f"uses .{node.attr}")

@@ -126,6 +126,8 @@ def grade_submission(zip_path: Path | str, submission: Path | str, timeout: floa
     for q, changed in sorted(summary.get("tampered", {}).items()):
         row.flags.append(f"{q} voided: changed {', '.join(changed[:3])}{' ...' if len(changed) > 3 else ''} "
                          f"while graded")
+    if summary.get("voided"):
+        row.flags.append("every test voided: the code " + "; ".join(summary["voided"][:3]))
     row.problems = summary.get("problems", [])
     row.answerable = summary.get("answerable", {})
     errors = summary["cell_errors"]
