@@ -38,6 +38,7 @@ import json
 import re
 import signal
 import sys
+import threading
 from pathlib import Path
 
 from ._answerable import Recorder, answerable
@@ -47,10 +48,17 @@ from ._snapshot import Snapshot, _import, _on_alarm, _Timeout, plain
 _MAGIC = re.compile(r"^(\s*)[%!].*$", re.M)
 
 
+# CPython 3.11's ast module keeps its recursion counter per interpreter, so two threads
+# parsing at once can fail with "AST constructor recursion depth mismatch" (gh-106905);
+# `grade --jobs N` reads submissions in threads, so parsing is serialised
+_PARSE_LOCK = threading.Lock()
+
+
 def parse_cell(source: str) -> ast.Module | None:
     """A code cell's syntax tree (IPython ``%magic`` and ``!shell`` lines read as ``pass``), or ``None``."""
     try:
-        return ast.parse(_MAGIC.sub(r"\1pass", source))
+        with _PARSE_LOCK:
+            return ast.parse(_MAGIC.sub(r"\1pass", source))
     except SyntaxError:
         return None
 

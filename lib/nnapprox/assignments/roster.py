@@ -260,9 +260,8 @@ def patched_attributes(sources: list[str]) -> list[str]:
     aliases = {name: name for name in PROTECTED}
     aliases["np"] = "numpy"
     for src in sources:
-        try:
-            tree = ast.parse(src)
-        except SyntaxError:
+        tree = _parse(src)
+        if tree is None:
             continue
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):
@@ -290,3 +289,14 @@ def patched_attributes(sources: list[str]) -> list[str]:
                     attr = node.args[1].value if len(node.args) > 1 and isinstance(node.args[1], ast.Constant) else "?"
                     found.append(".".join(x for x in (aliases[head], rest, str(attr)) if x))
     return sorted(set(found))
+
+
+def _parse(src: str) -> ast.Module | None:
+    """``ast.parse`` under the grader's lock (threads; see ``_clean_grade.parse_cell``)."""
+    from ._clean_grade import _PARSE_LOCK
+
+    try:
+        with _PARSE_LOCK:
+            return ast.parse(src)
+    except SyntaxError:
+        return None
