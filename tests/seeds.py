@@ -388,9 +388,10 @@ def validate(paths: list[Path], *, jobs: int = 1, executor: str = "local", clust
             failed += [] if done["held_on_every_seed"] else [chapter]
             continue
         locked_source = lock["chapters"][chapter].get("source")
-        if locked_source is not None and source_key(path) != locked_source:
+        current = source_key(path) if locked_source is not None else None
+        if current != locked_source:
             raise SystemExit(f"{chapter}: the chapter or its library changed since its design was frozen "
-                             f"(source {source_key(path)}, locked {locked_source}); rerun the design seeds "
+                             f"(source {current}, locked {locked_source}); rerun the design seeds "
                              f"and freeze it again (tests/lock.py write) before validating")
         block = claims_lock.next_block(lock, chapter)
         runs = []

@@ -54,13 +54,18 @@ _MAGIC = re.compile(r"^(\s*)[%!].*$", re.M)
 _PARSE_LOCK = threading.Lock()
 
 
-def parse_cell(source: str) -> ast.Module | None:
-    """A code cell's syntax tree (IPython ``%magic`` and ``!shell`` lines read as ``pass``), or ``None``."""
+def parse_source(source: str) -> ast.Module | None:
+    """``ast.parse`` under :data:`_PARSE_LOCK`, or ``None`` for a syntax error."""
     try:
         with _PARSE_LOCK:
-            return ast.parse(_MAGIC.sub(r"\1pass", source))
+            return ast.parse(source)
     except SyntaxError:
         return None
+
+
+def parse_cell(source: str) -> ast.Module | None:
+    """A code cell's syntax tree (IPython ``%magic`` and ``!shell`` lines read as ``pass``), or ``None``."""
+    return parse_source(_MAGIC.sub(r"\1pass", source))
 
 
 def definitions(sources: list[str]) -> list[tuple[str, str]]:
@@ -216,6 +221,8 @@ def main(argv: list[str]) -> int:
         snapshot.restore()
     summary = {"questions": {}, "tests": {}, "tampered": {}, "problems": problems, "skipped": skipped,
                "answerable": {}}
+    if void:
+        summary["voided"] = voids
     banned = job.get("forbidden") or {}
     defined = [n for n, _ in definitions(job.get("sources") or [])]
     for q, test_file in test_files.items():
@@ -233,8 +240,6 @@ def main(argv: list[str]) -> int:
                 t["passed"] = False
                 t["message"] = "voided: defining the submission's functions changed " + ", ".join(tampered_at_definition[:5])
         summary["questions"][q] = [out["score"], out["possible"]]
-        if void:
-            summary["voided"] = voids
         summary["tests"][q] = out["tests"]
         if out["tampered"]:
             summary["tampered"][q] = out["tampered"]

@@ -25,6 +25,7 @@ import re
 import zipfile
 from pathlib import Path
 
+from ._clean_grade import parse_source  # parsing under the grader's lock (threads)
 from .static import _dotted  # one reading of dotted names (static's also reads sys.modules[...])
 
 PROTECTED = ("torch", "numpy", "nnapprox", "otter", "grader", "scipy", "math")
@@ -260,7 +261,7 @@ def patched_attributes(sources: list[str]) -> list[str]:
     aliases = {name: name for name in PROTECTED}
     aliases["np"] = "numpy"
     for src in sources:
-        tree = _parse(src)
+        tree = parse_source(src)
         if tree is None:
             continue
         for node in ast.walk(tree):
@@ -290,13 +291,3 @@ def patched_attributes(sources: list[str]) -> list[str]:
                     found.append(".".join(x for x in (aliases[head], rest, str(attr)) if x))
     return sorted(set(found))
 
-
-def _parse(src: str) -> ast.Module | None:
-    """``ast.parse`` under the grader's lock (threads; see ``_clean_grade.parse_cell``)."""
-    from ._clean_grade import _PARSE_LOCK
-
-    try:
-        with _PARSE_LOCK:
-            return ast.parse(src)
-    except SyntaxError:
-        return None

@@ -50,12 +50,14 @@ FRAME_FUNCS = {"sys": ("_getframe", "settrace", "setprofile", "modules", "exc_in
 OTTER_CELL = "otter.Notebook("
 ATTRIBUTE_FUNCS = ("getattr", "setattr", "hasattr", "delattr")
 NAMESPACE_FUNCS = ("vars", "globals", "locals", "open")
-# flags that void every hidden test (the code could read the grader's frames or files)
-VOIDING = ("uses .", "uses sys.", "uses inspect.", "uses os.", "imports inspect", "imports traceback",
-           "imports gc", "imports glob", "imports pathlib", "imports ctypes", "imports io", "imports subprocess",
-           "imports shutil", "imports zipfile", "imports tempfile", "imports codecs", "computed attribute name",
-           "frame attribute named in a string", "calls vars", "calls globals", "calls locals", "calls open",
-           "uses exec", "uses eval", "uses compile", "uses __import__", "uses builtins")
+# flags that void every test (the code could read the grader's frames or files): imports of
+# these modules, and the flag prefixes after them
+VOIDING_MODULES = ("inspect", "traceback", "gc", "glob", "pathlib", "ctypes", "io", "subprocess", "shutil",
+                   "zipfile", "tempfile", "codecs")
+VOIDING = (tuple(f"imports {m}" for m in VOIDING_MODULES)
+           + ("uses .", "uses sys.", "uses inspect.", "uses os.", "uses builtins", "computed attribute name",
+              "frame attribute named in a string")
+           + tuple(f"uses {f}" for f in DYNAMIC) + tuple(f"calls {f}" for f in NAMESPACE_FUNCS))
 
 
 def voiding(found: list[str]) -> list[str]:
