@@ -156,9 +156,10 @@ def test_bad_input_raises():
 
 @pytest.mark.slow
 def test_quick_profile_finding():
-    """The chapter's finding on seed 0: the looped model extrapolates, the weight-tied foil does not."""
+    """The chapter's finding on seed 0 (five runs): the looped model extrapolates; the same block
+    and loss without input injection does not."""
     s = lp.LoopedSettings()
     out = lp.extrapolation_experiment(s, torch.Generator().manual_seed(0))
     model = lp.extrapolation_ratio(out["model"], s.T, 4).mean()
     foil = lp.extrapolation_ratio(out["foil"], s.T, 4).mean()
-    assert model < 1.6 < foil  # seed 0: 1.17 and 2.55
+    assert model < 1.4 < foil  # seed 0: 1.08 and 3.52

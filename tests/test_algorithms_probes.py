@@ -52,6 +52,19 @@ def test_ridge_prediction_against_normal_equations_float64():
         assert float(got[b]) == pytest.approx(float(Phi[b, -1] @ w), abs=1e-10)
 
 
+def test_ridge_weights_give_the_ridge_prediction():
+    A = P.representation(3, 5, g(0))
+    X, y, Phi, _ = P.representation_tasks(4, 8, A, g(2), sigma=0.3)
+    Phi, y = Phi.double(), y.double()
+    w = P.ridge_weights(Phi, y, 0.7)
+    assert w.shape == (4, 5)
+    # ridge_prediction penalises the mean loss: its lam is N times the weights' penalty
+    torch.testing.assert_close((Phi[:, -1] * w).sum(-1), P.ridge_prediction(Phi, y, 0.7),
+                               atol=1e-10, rtol=0)
+    with pytest.raises(ValueError, match="lam"):
+        P.ridge_weights(Phi, y, 0.0)
+
+
 def test_ridge_recovers_noiseless_readout():
     A = P.representation(3, 4, g(0))
     X, y, Phi, w = P.representation_tasks(6, 40, A, g(5), sigma=0.0, beta=0.0)
@@ -104,7 +117,7 @@ def test_control_probes_are_added_with_an_alternative_representation():
     model = BaiEncoder(d=3, n_layer=2, n_embd=16, n_head=2)
     A, A_alt = P.representation(3, 5, g(0)), P.representation(3, 5, g(5))
     out = P.probe_profile(model, A, g(1), N=6, sigma=0.1, n_train=200, n_test=100, A_alt=A_alt)
-    assert set(out) == {"phi", "ridge", "phi_alt", "ridge_x"}
+    assert set(out) == {"phi", "ridge", "phi_alt", "ridge_x", "label", "weights"}
     assert all(v.shape == (3,) and (v <= 1).all() for v in out.values())
     with pytest.raises(ValueError, match="A_alt"):
         P.probe_profile(model, A, g(1), N=6, sigma=0.1, n_train=20, n_test=10, A_alt=A[:2])

@@ -26,8 +26,8 @@ Training minimises the squared error averaged over a window of loop counts,
 (Yang et al.: :math:`\Delta = 15`, :math:`T = 30` for linear regression; here :math:`T = 4`
 and :math:`\Delta = T`: with :math:`\Delta = 2`, long training fits loops 3-4 only and the
 error doubles beyond them). The foil drops
-both: no injection (:math:`Y_0 = P`, :math:`Y_{t+1} = M_\theta(Y_t)`) and the loss at loop
-:math:`T` only (:math:`\Delta = 1`), the plain weight-tied transformer. :class:`LoopedTransformer`
+input injection only (:math:`Y_0 = P`, :math:`Y_{t+1} = M_\theta(Y_t)`) and keeps the same window
+loss, so that the comparison isolates injection. :class:`LoopedTransformer`
 holds ``n_runs`` independent models stacked along a leading axis, trained as one program.
 """
 
@@ -248,7 +248,8 @@ def extrapolation_experiment(
     settings: LoopedSettings, generator: torch.Generator, n_runs: int = 5, width: int = 16,
     mlp: bool = False, n_test: int = 500, max_factor: int = 4, device: torch.device | str = "cpu",
 ) -> dict[str, Tensor]:
-    r"""Train ``n_runs`` looped models (injection, window loss) and ``n_runs`` foils (neither).
+    r"""Train ``n_runs`` looped models and ``n_runs`` foils without input injection, both with the
+    window loss.
 
     Returns ``"model"`` and ``"foil"``: test MSE after :math:`t = 1..\text{max\_factor}\,T` loops,
     shape ``(max_factor * T, n_runs)``; ``"least_squares"`` and ``"ridge"``: shape ``(n_runs,)``, on
@@ -258,7 +259,7 @@ def extrapolation_experiment(
     if max_factor < 1 or n_test < 1:
         raise ValueError(f"need max_factor >= 1 and n_test >= 1, got {max_factor}, {n_test}")
     out: dict[str, Tensor] = {}
-    models = {"model": (True, settings.window), "foil": (False, 1)}
+    models = {"model": (True, settings.window), "foil": (False, settings.window)}
     trained = {}
     for name, (injection, window) in models.items():
         trained[name] = LoopedTransformer(settings.d, width, n_runs, injection=injection, mlp=mlp,

@@ -119,6 +119,16 @@ def ridge_prediction(Phi: Float[Tensor, "batch N_plus_1 D"], y: Float[Tensor, "b
     return bl.ridge(Phi[:, :-1], y[:, :-1], Phi[:, -1], lam / N)
 
 
+def ridge_weights(Phi: Float[Tensor, "batch N_plus_1 D"], y: Float[Tensor, "batch N_plus_1"],
+                  lam: float) -> Float[Tensor, "batch D"]:
+    r"""The ridge coefficients :math:`\hat w = (\Phi_{1:N}^\top\Phi_{1:N} + \lambda I_D)^{-1}
+    \Phi_{1:N}^\top y_{1:N}` of :func:`ridge_prediction` (the query is ignored)."""
+    if lam <= 0:
+        raise ValueError(f"the ridge penalty lam must be > 0, got {lam}")
+    N = Phi.shape[1] - 1  # the penalty convention of ridge_prediction
+    return bl.ridge_weights(Phi[:, :-1], y[:, :-1], lam / N)
+
+
 def hidden_states(model: BaiEncoder, X: Float[Tensor, "batch N_plus_1 d"],
                   y: Float[Tensor, "batch N_plus_1"]) -> Float[Tensor, "layer batch N_plus_1 C"]:
     """The residual stream after the read-in (layer 0) and after each layer; the query's label
@@ -180,10 +190,14 @@ def probe_profile(model: BaiEncoder, A: Float[Tensor, "D d"], generator: torch.G
     :math:`\lambda = \sigma^2 D`, at the query token). Probes are fitted on ``n_train`` prompts and
     scored on ``n_test`` others, all drawn here.
 
-    With ``A_alt`` (an independent representation :math:`\Phi'` of the same family) two control
+    With ``A_alt`` (an independent representation :math:`\Phi'` of the same family) four control
     probes are added, the alternatives a skeptic would name: ``"phi_alt"`` (:math:`\Phi'(x_i)`,
-    which the task never uses) and ``"ridge_x"`` (ridge with an intercept on the raw inputs,
-    :math:`\lambda = 1`: linear in-context learning without the representation)."""
+    which the task never uses), ``"ridge_x"`` (ridge with an intercept on the raw inputs,
+    :math:`\lambda = 1`: linear in-context learning without the representation), ``"label"``
+    (the query's true label :math:`y_{N+1}`, whose part that the prompt determines is the ridge
+    prediction, the Bayes predictor) and ``"weights"`` (the ridge coefficients
+    :math:`\hat w\in\mathbb R^D`, pooled over coordinates, at the query token: the state an explicit
+    ridge solver would hold)."""
     if n_train < 2 or n_test < 2:
         raise ValueError(f"need n_train >= 2 and n_test >= 2, got {n_train}, {n_test}")
     if A_alt is not None and A_alt.shape != A.shape:
@@ -201,7 +215,9 @@ def probe_profile(model: BaiEncoder, A: Float[Tensor, "D d"], generator: torch.G
         if A_alt is not None:
             X1 = torch.cat([X, torch.ones_like(X[..., :1])], -1)  # raw inputs with an intercept
             extra = {"phi_alt": phi(X, A_alt, beta),
-                     "ridge_x": ridge_prediction(X1.double(), y.double(), 1.0)}
+                     "ridge_x": ridge_prediction(X1.double(), y.double(), 1.0)[:, None],
+                     "label": y[:, -1:].double(),
+                     "weights": ridge_weights(Phi.double(), y.double(), lam_ridge)}
         data.append((hidden_states(model, X, y), Phi, target, extra))
     (Hs, Phis, rs, es), (Ht, Phit, rt, et) = data
     C = Hs.shape[-1]
@@ -215,8 +231,8 @@ def probe_profile(model: BaiEncoder, A: Float[Tensor, "D d"], generator: torch.G
         if es:
             out["phi_alt"].append(probe_r2(ctx_s, es["phi_alt"][:, :-1].reshape(-1, D), ctx_t,
                                            et["phi_alt"][:, :-1].reshape(-1, D), lam))
-            out["ridge_x"].append(probe_r2(Hs[ell, :, -1], es["ridge_x"][:, None], Ht[ell, :, -1],
-                                           et["ridge_x"][:, None], lam))
+            for key in ("ridge_x", "label", "weights"):  # read at the query token
+                out[key].append(probe_r2(Hs[ell, :, -1], es[key], Ht[ell, :, -1], et[key], lam))
     return {k: torch.tensor(v) for k, v in out.items()}
 
 
