@@ -133,3 +133,17 @@ def test_bad_input_is_refused_before_any_work():
         M.state_evolution(0.5, 0.2, 0.1, 0)
     with pytest.raises(ValueError, match="tau2 must be > 0"):
         M.bg_mmse(torch.tensor([0.0], **f64), 0.2)
+
+
+def test_lmmse_equals_its_woodbury_form_float64():
+    g = torch.Generator().manual_seed(3)
+    A = torch.randn(2, 6, 9, generator=g, dtype=torch.float64) / 6 ** 0.5
+    y = torch.randn(2, 6, generator=g, dtype=torch.float64)
+    eps, s2 = 0.3, 0.05
+    got = M.lmmse(A, y, eps, s2)
+    # (A^T A / s2 + I / eps)^{-1} A^T y / s2: the same estimator through the d x d system
+    G = A.transpose(1, 2) @ A / s2 + torch.eye(9, dtype=torch.float64) / eps
+    want = torch.linalg.solve(G, torch.einsum("bnd,bn->bd", A, y) / s2)
+    torch.testing.assert_close(got, want, atol=1e-10, rtol=0)
+    with pytest.raises(ValueError, match="eps"):
+        M.lmmse(A, y, 1.5, s2)

@@ -222,6 +222,19 @@ def amp(
     return torch.stack(out)
 
 
+def lmmse(A: Float[Tensor, "batch n d"], y: Float[Tensor, "batch n"], eps: float, sigma2: float,
+          ) -> Float[Tensor, "batch d"]:
+    r"""The best *linear* estimator of :math:`x` (mean 0, covariance :math:`\varepsilon I_d`):
+    :math:`\hat x = \varepsilon A^\top(\varepsilon AA^\top + \sigma^2 I_n)^{-1}y`. The foil of
+    the fixed-point finding: an estimator that ignores the sparsity."""
+    if A.ndim != 3 or y.shape != A.shape[:2]:
+        raise ValueError(f"need A (batch, n, d) and y (batch, n); got {tuple(A.shape)}, {tuple(y.shape)}")
+    _check_prior(eps, sigma2)
+    n = A.shape[1]
+    G = eps * A @ A.transpose(1, 2) + sigma2 * torch.eye(n, dtype=A.dtype, device=A.device)
+    return eps * torch.einsum("bnd,bn->bd", A, torch.linalg.solve(G, y))
+
+
 def _supports(d: int, device: torch.device) -> Tensor:
     """All 2^d supports as a (2^d, d) float mask."""
     bits = torch.arange(2**d, device=device)[:, None] >> torch.arange(d, device=device)

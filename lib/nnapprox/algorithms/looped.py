@@ -248,26 +248,31 @@ def extrapolation_experiment(
     settings: LoopedSettings, generator: torch.Generator, n_runs: int = 5, width: int = 16,
     mlp: bool = False, n_test: int = 500, max_factor: int = 4, device: torch.device | str = "cpu",
 ) -> dict[str, Tensor]:
-    r"""Train ``n_runs`` looped models and ``n_runs`` foils without input injection, both with the
-    window loss.
+    r"""Train ``n_runs`` looped models, ``n_runs`` foils without input injection (both with the
+    window loss) and ``n_runs`` one-pass blocks (with injection, trained at :math:`T = 1`: the
+    same network without iteration).
 
     Returns ``"model"`` and ``"foil"``: test MSE after :math:`t = 1..\text{max\_factor}\,T` loops,
-    shape ``(max_factor * T, n_runs)``; ``"least_squares"`` and ``"ridge"``: shape ``(n_runs,)``, on
-    the same test prompts. The statistic is :math:`\mathrm{err}(kT)/\mathrm{err}(T)`
-    (:func:`extrapolation_ratio`).
+    shape ``(max_factor * T, n_runs)``; ``"single"`` (the one-pass blocks after their pass),
+    ``"least_squares"`` and ``"ridge"``: shape ``(n_runs,)``, on the same test prompts. The
+    statistics are :math:`\mathrm{err}(kT)/\mathrm{err}(T)` (:func:`extrapolation_ratio`) and
+    the looped models' error over the one-pass blocks'.
     """
     if max_factor < 1 or n_test < 1:
         raise ValueError(f"need max_factor >= 1 and n_test >= 1, got {max_factor}, {n_test}")
     out: dict[str, Tensor] = {}
-    models = {"model": (True, settings.window), "foil": (False, settings.window)}
+    one_pass = replace(settings, T=1, window=1)
+    models = {"model": (True, settings), "foil": (False, settings), "single": (True, one_pass)}
     trained = {}
-    for name, (injection, window) in models.items():
+    for name, (injection, s) in models.items():
         trained[name] = LoopedTransformer(settings.d, width, n_runs, injection=injection, mlp=mlp,
                                           generator=generator, device=device)
-        train(trained[name], replace(settings, window=window), generator)
+        train(trained[name], s, generator)
     X, y, xq, yq = sample_prompts(n_runs, n_test, settings, generator, device=device)
     for name, m in trained.items():
-        out[name] = loop_errors(m, X, y, xq, yq, max_factor * settings.T).cpu()
+        loops = 1 if name == "single" else max_factor * settings.T
+        out[name] = loop_errors(m, X, y, xq, yq, loops).cpu()
+    out["single"] = out["single"][0]
     ref = reference_errors(X, y, xq, yq, settings.sigma)
     out.update({k: v.float().cpu() for k, v in ref.items()})
     return out

@@ -190,10 +190,11 @@ def probe_profile(model: BaiEncoder, A: Float[Tensor, "D d"], generator: torch.G
     :math:`\lambda = \sigma^2 D`, at the query token). Probes are fitted on ``n_train`` prompts and
     scored on ``n_test`` others, all drawn here.
 
-    With ``A_alt`` (an independent representation :math:`\Phi'` of the same family) four control
+    With ``A_alt`` (an independent representation :math:`\Phi'` of the same family) five control
     probes are added, the alternatives a skeptic would name: ``"phi_alt"`` (:math:`\Phi'(x_i)`,
     which the task never uses), ``"ridge_x"`` (ridge with an intercept on the raw inputs,
-    :math:`\lambda = 1`: linear in-context learning without the representation), ``"label"``
+    :math:`\lambda = 1`: linear in-context learning without the representation), ``"ridge_alt"``
+    (ridge on :math:`\Phi'`, :math:`\lambda = \sigma^2 D`: any random features), ``"label"``
     (the query's true label :math:`y_{N+1}`, whose part that the prompt determines is the ridge
     prediction, the Bayes predictor) and ``"weights"`` (the ridge coefficients
     :math:`\hat w\in\mathbb R^D`, pooled over coordinates, at the query token: the state an explicit
@@ -214,8 +215,10 @@ def probe_profile(model: BaiEncoder, A: Float[Tensor, "D d"], generator: torch.G
         extra = {}
         if A_alt is not None:
             X1 = torch.cat([X, torch.ones_like(X[..., :1])], -1)  # raw inputs with an intercept
-            extra = {"phi_alt": phi(X, A_alt, beta),
+            Phi_alt = phi(X, A_alt, beta)
+            extra = {"phi_alt": Phi_alt,
                      "ridge_x": ridge_prediction(X1.double(), y.double(), 1.0)[:, None],
+                     "ridge_alt": ridge_prediction(Phi_alt.double(), y.double(), lam_ridge)[:, None],
                      "label": y[:, -1:].double(),
                      "weights": ridge_weights(Phi.double(), y.double(), lam_ridge)}
         data.append((hidden_states(model, X, y), Phi, target, extra))
@@ -231,7 +234,7 @@ def probe_profile(model: BaiEncoder, A: Float[Tensor, "D d"], generator: torch.G
         if es:
             out["phi_alt"].append(probe_r2(ctx_s, es["phi_alt"][:, :-1].reshape(-1, D), ctx_t,
                                            et["phi_alt"][:, :-1].reshape(-1, D), lam))
-            for key in ("ridge_x", "label", "weights"):  # read at the query token
+            for key in ("ridge_x", "ridge_alt", "label", "weights"):  # read at the query token
                 out[key].append(probe_r2(Hs[ell, :, -1], es[key], Ht[ell, :, -1], et[key], lam))
     return {k: torch.tensor(v) for k, v in out.items()}
 
