@@ -1,7 +1,8 @@
 """Tampering: the attacks an instructor tried are flagged and score no hidden-test points.
 
 The hidden tests run in a process of their own (``nnapprox.assignments._clean_grade``), on
-the answers the notebook exported; these tests feed the grader notebooks that patch otter,
+the answers the notebook exported, and the submission's functions run in a third
+(``_call_server``); these tests feed the grader notebooks that patch otter,
 ``builtins`` or ``sys.modules``, call a forbidden helper through a default argument, or
 return an object with rigged arithmetic, and check the flags and the scores. The static
 flags and the answers file have unit tests that need no grading.
@@ -222,14 +223,16 @@ def test_builtins_patch_is_flagged(attacked):
     assert {"reassigns builtins.abs", "uses builtins", "uses sys._getframe", "uses .f_code"} <= set(flags), flags
 
 
-def test_patch_made_while_graded_voids_the_question(attacked):
-    """The answer replaces ``math.isclose`` when the grader calls it: the grader sees the
-    change, voids the question and puts the function back."""
+def test_patch_made_while_graded_reaches_only_the_submissions_process(attacked):
+    """The answer replaces ``math.isclose`` when the grader calls it. The call runs in the
+    submission's own process (``_call_server``), so the tests' ``math.isclose`` is the real
+    one: the wrong answer scores nothing, and the reassignment is flagged for the instructor."""
     rows, _ = attacked
     row = rows["d_abs_in_function"]
     assert row.scores["q1"] == 0.0
-    assert any(f.startswith("q1 voided: changed math.isclose") for f in row.flags), row.flags
-    assert all("voided" in t["message"] for t in row.tests["q1"])
+    assert not any(_hidden_points(row, "q1"))
+    assert "reassigns math.isclose" in row.flags
+    assert not any("voided" in f for f in row.flags), row.flags  # nothing changed where the tests ran
 
 
 def test_forbidden_helper_as_default_argument_is_flagged(attacked):

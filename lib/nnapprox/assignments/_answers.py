@@ -15,6 +15,8 @@ so whatever the student's kernel wrote, loading it cannot run the student's code
 from __future__ import annotations
 
 import base64
+import dataclasses
+import importlib
 import json
 from pathlib import Path
 
@@ -42,6 +44,10 @@ def _encode(value, depth: int = 0, budget: list[int] | None = None):
         return {"t": "float", "v": repr(value)}
     if kind is complex:
         return {"t": "complex", "v": [repr(value.real), repr(value.imag)]}
+    if kind is bytes:
+        return {"t": "bytes", "b64": base64.b64encode(value).decode()}
+    if kind.__module__ == "fractions" and kind.__name__ == "Fraction":
+        return {"t": "fraction", "v": [str(value.numerator), str(value.denominator)]}
     if kind in (list, tuple):
         return {"t": kind.__name__, "v": [_encode(v, depth + 1, budget) for v in value]}
     if kind is dict:
@@ -49,6 +55,14 @@ def _encode(value, depth: int = 0, budget: list[int] | None = None):
                                    for k, v in value.items()]}
     if kind is torch.Size:
         return {"t": "size", "v": [int(v) for v in value]}
+    if dataclasses.is_dataclass(value) and kind.__module__.split(".")[0] == "nnapprox":
+        # one of the library's records (e.g. a bandit problem): its fields, rebuilt by the library
+        return {"t": "record", "module": kind.__module__, "name": kind.__qualname__,
+                "v": [[f.name, _encode(getattr(value, f.name), depth + 1, budget)]
+                      for f in dataclasses.fields(value)]}
+    if kind is torch.Generator:  # its state: a copy that draws the same numbers
+        state = value.get_state().numpy().tobytes()
+        return {"t": "generator", "device": str(value.device), "b64": base64.b64encode(state).decode()}
     if kind in (torch.Tensor, torch.nn.Parameter):
         t = value.detach().cpu().contiguous()
         budget[0] -= t.numel() * t.element_size()
@@ -84,6 +98,11 @@ def _decode(obj):
         return float(obj["v"])
     if t == "complex":
         return complex(float(obj["v"][0]), float(obj["v"][1]))
+    if t == "bytes":
+        return base64.b64decode(obj["b64"])
+    if t == "fraction":
+        import fractions
+        return fractions.Fraction(int(obj["v"][0]), int(obj["v"][1]))
     if t == "list":
         return [_decode(v) for v in obj["v"]]
     if t == "tuple":
@@ -92,6 +111,18 @@ def _decode(obj):
         return {_decode(k): _decode(v) for k, v in obj["v"]}
     if t == "size":
         return torch.Size([int(v) for v in obj["v"]])
+    if t == "record":
+        module = str(obj["module"])
+        cls = importlib.import_module(module) if module.split(".")[0] == "nnapprox" else None
+        for part in str(obj["name"]).split("."):
+            cls = getattr(cls, part, None)
+        if not (isinstance(cls, type) and dataclasses.is_dataclass(cls)):
+            raise ValueError(f"malformed answers file: {module}.{obj['name']} is not a library record")
+        return cls(**{str(k): _decode(v) for k, v in obj["v"]})
+    if t == "generator":
+        g = torch.Generator(device=str(obj["device"]))
+        g.set_state(torch.frombuffer(bytearray(base64.b64decode(obj["b64"])), dtype=torch.uint8).clone())
+        return g
     if t == "tensor":
         dtype = getattr(torch, obj["dtype"])
         if not isinstance(dtype, torch.dtype):

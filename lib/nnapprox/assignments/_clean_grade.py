@@ -18,12 +18,15 @@ builds the namespace the tests read from:
    Each function is wrapped so that what it returns must be plain data (an object with
    rigged comparisons cannot pass a test).
 
-Then each question's test file runs. The student's functions do run here when the tests
-call them, so before the first one is defined the process records ``builtins``,
-``sys.modules`` and the dictionaries of the modules and classes grading relies on; after
-each question it compares them, and a question during which anything changed scores zero
-and is reported as tampering (the originals are put back before the next question). A
-question that runs longer than its time limit scores zero on the tests that did not finish.
+Steps 1-4 also run in a third process, :mod:`._call_server`, and only there are the student's
+functions defined: here each of them is a proxy that sends its arguments to that process and
+returns the plain data that comes back, so the tests never run the student's code in their
+own process. During a question, the question's forbidden library functions raise there.
+Before the tests run, this process records ``builtins``, ``sys.modules`` and the dictionaries
+of the modules and classes grading relies on; after each question it compares them, and a
+question during which anything changed scores zero and is reported as tampering (the
+originals are put back before the next question). A question that runs longer than its time
+limit scores zero on the tests that did not finish, and the next call starts a fresh server.
 
 The JOB file names ``answers``, ``tests`` (a folder of otter test files), ``sources`` (the
 submission's code cells), ``trusted`` (code cells to re-run) and ``question_timeout``.
@@ -42,6 +45,7 @@ import threading
 from pathlib import Path
 
 from ._answerable import Recorder, answerable
+from ._call_server import CallServer
 from ._answers import load
 from ._snapshot import Snapshot, _import, _on_alarm, _Timeout, plain
 
@@ -192,6 +196,20 @@ def run_question(test_file, ns: dict, snapshot: Snapshot, timeout: float, void: 
     }
 
 
+def _warm_up() -> None:
+    """One round trip of the data a call carries (a tensor, a generator's state)."""
+    import torch
+
+    from ._answers import _decode, _encode
+
+    g = _decode(_encode(torch.Generator().manual_seed(0)))
+    g.set_state(_decode(_encode(g.get_state())))
+    _decode(_encode([torch.zeros(2, dtype=torch.float64), torch.randn(1, generator=g)]))
+    opaque = getattr(getattr(torch, "_opaque_base", None), "OpaqueBase", None)
+    if isinstance(opaque, type):  # its metaclass caches a class on the first failed isinstance
+        isinstance(0, type("_Probe", (opaque,), {}))
+
+
 def main(argv: list[str]) -> int:
     job_path, result_path = argv
     job = json.loads(Path(job_path).read_text())
@@ -214,8 +232,13 @@ def main(argv: list[str]) -> int:
             + " (it could read the grader's frames or files); the instructor reviews it") if voids else ""
     watched = [exception_test.ExceptionTestFile, exception_test.test_case, abstract_test.TestFile,
                abstract_test.TestCaseResult, torch.Tensor, torch._C.TensorBase, Snapshot, _Timeout]
+    _warm_up()  # torch sets some attributes lazily, on first use: before the snapshot, not during
     snapshot = Snapshot(watched)
-    define_student_code(ns, job.get("sources") or [], problems, existed)
+    # the submission's functions run in a server process; here each name is a proxy to it
+    server = CallServer(job, Path.cwd())
+    problems.extend(server.problems)
+    for name in server.defined:
+        ns[name] = server.proxy(name)
     tampered_at_definition = snapshot.changes()
     if tampered_at_definition:
         snapshot.restore()
@@ -227,6 +250,7 @@ def main(argv: list[str]) -> int:
     defined = [n for n, _ in definitions(job.get("sources") or [])]
     for q, test_file in test_files.items():
         recorder = Recorder(ns, defined) if banned.get(q) else None
+        server.set_forbidden(list(banned.get(q) or []))
         out = run_question(test_file, ns, snapshot, float(job.get("question_timeout", 120)), void)
         if recorder is not None:
             recorder.restore(ns)
@@ -243,6 +267,7 @@ def main(argv: list[str]) -> int:
         summary["tests"][q] = out["tests"]
         if out["tampered"]:
             summary["tampered"][q] = out["tampered"]
+    server.close()
     Path(result_path).write_text(json.dumps(summary))
     return 0
 
