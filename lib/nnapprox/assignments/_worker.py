@@ -2,15 +2,17 @@
 
     python -m nnapprox.assignments._worker JOB.json
 
-Two steps, two processes that share nothing but a data file:
+Two steps, in processes that share only data:
 
 1. the submission runs, top to bottom, in a fresh Jupyter kernel (``nbclient``; a cell that
    raises or runs past ``cell_timeout`` is stopped and the next one runs); a last cell, added
    here, writes the kernel's plain values to an answers file (:mod:`._answers`);
-2. a new Python process (:mod:`._clean_grade`) rebuilds the namespace from that file, the
-   handed-out notebook and the submission's *source*, and runs every test, public and
-   hidden. Whatever the notebook patched in its kernel (``sys.modules``, otter's classes,
-   ``builtins``) does not exist there.
+2. a new Python process (:mod:`._clean_grade`) rebuilds the namespace from that file and the
+   handed-out notebook, and runs every test, public and hidden; the submission's functions,
+   defined from their *source*, run in a third process (:mod:`._call_server`) that the tests
+   call by message. Whatever the notebook patched in its kernel (``sys.modules``, otter's
+   classes, ``builtins``) does not exist in the tests' process, and neither does anything
+   the functions patch when called.
 
 JOB names ``autograder`` (the zip), ``submission``, ``handout`` (the student notebook as
 handed out), ``result`` (where the summary goes), ``cell_timeout`` and ``question_timeout``.
