@@ -119,6 +119,10 @@ def test_control_probes_are_added_with_an_alternative_representation():
     out = P.probe_profile(model, A, g(1), N=6, sigma=0.1, n_train=200, n_test=100, A_alt=A_alt)
     assert set(out) == {"phi", "ridge", "phi_alt", "ridge_x", "ridge_alt", "label", "weights"}
     assert all(v.shape == (3,) and (v <= 1).all() for v in out.values())
+    several = P.probe_profile(model, A, g(1), N=6, sigma=0.1, n_train=200, n_test=100,
+                              A_alt=torch.stack([A_alt, P.representation(3, 5, g(6))]))
+    assert several["phi_alt"].shape == (2, 3) and several["ridge_alt"].shape == (2, 3)
+    assert several["ridge"].shape == (3,)
     with pytest.raises(ValueError, match="A_alt"):
         P.probe_profile(model, A, g(1), N=6, sigma=0.1, n_train=20, n_test=10, A_alt=A[:2])
 

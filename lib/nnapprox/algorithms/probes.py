@@ -183,8 +183,8 @@ def probe_r2(H_train: Float[Tensor, "n C"], Z_train: Float[Tensor, "n k"],
 @torch.no_grad()
 def probe_profile(model: BaiEncoder, A: Float[Tensor, "D d"], generator: torch.Generator, *,
                   N: int, sigma: float, beta: float = 1.0, n_train: int = 2000, n_test: int = 1000,
-                  lam: float = 1e-3, A_alt: Float[Tensor, "D d"] | None = None,
-                  ) -> dict[str, Float[Tensor, " layer"]]:
+                  lam: float = 1e-3, A_alt: Float[Tensor, "k D d"] | None = None,
+                  ) -> dict[str, Float[Tensor, "*k layer"]]:
     r"""Held-out :math:`R^2` per layer of two probes: ``"phi"`` (:math:`\Phi(x_i)` at every context
     token, pooled over its :math:`D` coordinates) and ``"ridge"`` (the ridge prediction with
     :math:`\lambda = \sigma^2 D`, at the query token). Probes are fitted on ``n_train`` prompts and
@@ -198,12 +198,15 @@ def probe_profile(model: BaiEncoder, A: Float[Tensor, "D d"], generator: torch.G
     (the query's true label :math:`y_{N+1}`, whose part that the prompt determines is the ridge
     prediction, the Bayes predictor) and ``"weights"`` (the ridge coefficients
     :math:`\hat w\in\mathbb R^D`, pooled over coordinates, at the query token: the state an explicit
-    ridge solver would hold)."""
+    ridge solver would hold). ``A_alt`` of shape ``(k, D, d)`` holds :math:`k` independent
+    :math:`\Phi'`; then ``"phi_alt"`` and ``"ridge_alt"`` have shape ``(k, layer)``, one row per
+    draw (the gain of ridge on :math:`\Phi'` depends on how much a draw overlaps :math:`\Phi`)."""
     if n_train < 2 or n_test < 2:
         raise ValueError(f"need n_train >= 2 and n_test >= 2, got {n_train}, {n_test}")
-    if A_alt is not None and A_alt.shape != A.shape:
-        raise ValueError(f"A_alt must have the shape of A, {tuple(A.shape)}, "
+    if A_alt is not None and A_alt.shape[-2:] != A.shape or A_alt is not None and A_alt.ndim not in (2, 3):
+        raise ValueError(f"A_alt must have the shape of A, {tuple(A.shape)}, or (k, *that shape); "
                          f"got {tuple(A_alt.shape)}")
+    alts = None if A_alt is None else (A_alt[None] if A_alt.ndim == 2 else A_alt)
     model.eval()
     D = A.shape[0]
     lam_ridge = max(sigma ** 2 * D, 1e-6)
@@ -213,18 +216,22 @@ def probe_profile(model: BaiEncoder, A: Float[Tensor, "D d"], generator: torch.G
                                             device=A.device)
         target = ridge_prediction(Phi.double(), y.double(), lam_ridge)  # (n,)
         extra = {}
-        if A_alt is not None:
+        if alts is not None:
             X1 = torch.cat([X, torch.ones_like(X[..., :1])], -1)  # raw inputs with an intercept
-            Phi_alt = phi(X, A_alt, beta)
+            Phi_alt = [phi(X, a, beta) for a in alts]
             extra = {"phi_alt": Phi_alt,
                      "ridge_x": ridge_prediction(X1.double(), y.double(), 1.0)[:, None],
-                     "ridge_alt": ridge_prediction(Phi_alt.double(), y.double(), lam_ridge)[:, None],
+                     "ridge_alt": [ridge_prediction(P.double(), y.double(), lam_ridge)[:, None]
+                                   for P in Phi_alt],
                      "label": y[:, -1:].double(),
                      "weights": ridge_weights(Phi.double(), y.double(), lam_ridge)}
         data.append((hidden_states(model, X, y), Phi, target, extra))
     (Hs, Phis, rs, es), (Ht, Phit, rt, et) = data
     C = Hs.shape[-1]
     out = {"phi": [], "ridge": [], **{k: [] for k in es}}
+    if es:
+        out["phi_alt"] = [[] for _ in alts]
+        out["ridge_alt"] = [[] for _ in alts]
     for ell in range(Hs.shape[0]):
         ctx_s = Hs[ell, :, :-1].reshape(-1, C)  # (n_train N, C): every context token
         ctx_t = Ht[ell, :, :-1].reshape(-1, C)
@@ -232,11 +239,17 @@ def probe_profile(model: BaiEncoder, A: Float[Tensor, "D d"], generator: torch.G
                                    Phit[:, :-1].reshape(-1, D), lam))
         out["ridge"].append(probe_r2(Hs[ell, :, -1], rs[:, None], Ht[ell, :, -1], rt[:, None], lam))
         if es:
-            out["phi_alt"].append(probe_r2(ctx_s, es["phi_alt"][:, :-1].reshape(-1, D), ctx_t,
-                                           et["phi_alt"][:, :-1].reshape(-1, D), lam))
-            for key in ("ridge_x", "ridge_alt", "label", "weights"):  # read at the query token
+            for j in range(len(alts)):
+                out["phi_alt"][j].append(probe_r2(ctx_s, es["phi_alt"][j][:, :-1].reshape(-1, D), ctx_t,
+                                                  et["phi_alt"][j][:, :-1].reshape(-1, D), lam))
+                out["ridge_alt"][j].append(probe_r2(Hs[ell, :, -1], es["ridge_alt"][j], Ht[ell, :, -1],
+                                                    et["ridge_alt"][j], lam))
+            for key in ("ridge_x", "label", "weights"):  # read at the query token
                 out[key].append(probe_r2(Hs[ell, :, -1], es[key], Ht[ell, :, -1], et[key], lam))
-    return {k: torch.tensor(v) for k, v in out.items()}
+    result = {k: torch.tensor(v) for k, v in out.items()}
+    if A_alt is not None and A_alt.ndim == 2:  # one draw: one row, as the other probes
+        result["phi_alt"], result["ridge_alt"] = result["phi_alt"][0], result["ridge_alt"][0]
+    return result
 
 
 def task_representation(settings: dict[str, Any], device: torch.device | str | None = None
