@@ -46,6 +46,10 @@ def module():
     return math
 
 
+def hidden(K, eps, L, _helper=C.error_bound):
+    return float(_helper(K, eps, L))
+
+
 def draws(n, g):
     return torch.randn(n, generator=g)
 
@@ -63,7 +67,7 @@ def server(tmp_path):
     _answers.dump({"offset": 3, "C": C, "math": math, "builtins": builtins, "torch": torch}, answers)
     # "existed": the functions the notebook's kernel had (the answers file's list, in grading)
     job = {"answers": str(answers), "sources": SOURCES, "trusted": [],
-           "existed": ["double", "patching", "refuses", "stalls", "bound", "module", "tensors", "draws"]}
+           "existed": ["double", "patching", "refuses", "stalls", "bound", "module", "tensors", "draws", "hidden"]}
     s = CallServer(job, tmp_path)
     yield s
     s.close()
@@ -102,8 +106,11 @@ def test_forbidden_helpers_raise_only_during_their_question(server):
     server.set_forbidden(["nnapprox.composition.error_bound"])
     with pytest.raises(AssertionError, match="forbids nnapprox.composition.error_bound"):
         server.proxy("bound")(2.0, 0.5, 1)
+    with pytest.raises(AssertionError, match="forbids"):  # held in a default argument too
+        server.proxy("hidden")(2.0, 0.5, 1)
     server.set_forbidden([])
     assert server.proxy("bound")(2.0, 0.5, 1) == pytest.approx(0.5)
+    assert server.proxy("hidden")(2.0, 0.5, 1) == pytest.approx(0.5)
 
 
 def test_an_interrupted_call_gets_a_fresh_process(server):

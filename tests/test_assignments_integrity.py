@@ -332,3 +332,28 @@ def test_definitions_take_only_defs_classes_and_lambdas():
     names = [n for n, _ in _clean_grade.definitions(src)]
     assert names == ["f", "h", "K"]
     assert "print" not in "".join(s for _, s in _clean_grade.definitions(src))
+
+
+def test_a_reviewed_submission_can_be_accepted(attacked, tmp_path):
+    """An honest solution whose code trips a voiding flag (a computed attribute name) scores
+    nothing until the instructor, having read it, grades it with ``accept``: then its tests run
+    (in the submission's own process) and the flag says so."""
+    _, out = attacked
+    folder = out / "build" / "intro"
+    solution = asg.solution_notebook(folder)
+    subs = tmp_path / "subs"
+    subs.mkdir()
+
+    def add_getattr(nb):
+        nb.cells.append(nbformat.v4.new_code_cell('import torch\ndt = getattr(torch, "float" + "64")'))
+
+    for stem in ("i_voided", "j_accepted"):
+        _edit(solution, subs / f"{stem}.ipynb", add_getattr)
+    rows = asg.grade("intro", subs, timeout=GRADE_TIMEOUT, jobs=2, build_dir=out / "build",
+                     out=tmp_path / "scores.csv", accept=["j_accepted"])
+    by = {Path(r.submission).stem: r for r in rows}
+    assert sum(by["i_voided"].scores.values()) == 0.0
+    assert any(f.startswith("every test voided") for f in by["i_voided"].flags)
+    accepted = by["j_accepted"]
+    assert accepted.scores == accepted.possible, accepted
+    assert any(f.startswith("tests run after review (--accept)") for f in accepted.flags), accepted.flags

@@ -142,3 +142,23 @@ def test_variant_for_is_stable_and_spreads(tmp_path):
     csv_path.write_text("student_id\ns001\ns001\n")
     with pytest.raises(ValueError, match="unique"):
         roster.read_roster(csv_path)
+
+
+def test_student_feedback_names_no_other_student_and_no_detection_detail(tmp_path):
+    import json
+
+    from nnapprox.assignments.rows import Row, write_feedback
+
+    row = Row("bcd2_intro.ipynb", "ok", {"q1": 0.0}, {"q1": 2.0})
+    row.student_id = "bcd2"
+    row.flags = ["notebook handed out to abc1, submitted as bcd2",
+                 "every test voided: the code uses .f_back (it could read the grader's frames)",
+                 "q1: refers to forbidden nnapprox.composition.error_bound"]
+    folder = write_feedback([row], tmp_path / "feedback", "intro")
+    student = json.loads((folder / "bcd2_intro.json").read_text())
+    page = (folder / "bcd2_intro.html").read_text()
+    assert "abc1" not in json.dumps(student) and "abc1" not in page
+    assert "f_back" not in page and "another student" in page
+    assert "q1: refers to forbidden nnapprox.composition.error_bound" in student["flags"]
+    # the instructor's file keeps every flag as it was
+    assert json.loads((folder / "instructor" / "bcd2_intro.json").read_text())["flags"] == row.flags

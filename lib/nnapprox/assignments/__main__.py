@@ -69,6 +69,9 @@ def main(argv: list[str] | None = None) -> int:
                               "variant, as the handout command assigned them")
     p_grade.add_argument("--cell-timeout", type=float, default=None,
                          help="seconds one cell may run before it is stopped (default: a third of --timeout)")
+    p_grade.add_argument("--accept", action="append", default=[], metavar="ID",
+                         help="a student (ID or file name) whose flagged code you reviewed: its tests run even "
+                              "where the static flags would void them (repeat for several)")
     p_grade.add_argument("--question-timeout", type=float, default=None,
                          help="seconds one question's tests may run (default: a third of --timeout)")
     p_manual = sub.add_parser("collect-manual",
@@ -139,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
                          id_regex=args.id_regex, deadline=args.deadline, allow_stale=args.allow_stale,
                          manual=args.manual, roster_csv=args.roster, timestamps=args.timestamps,
                          late_policy=args.late_policy, cell_timeout=args.cell_timeout,
-                         question_timeout=args.question_timeout)
+                         question_timeout=args.question_timeout, accept=args.accept)
             counts = {s: sum(r.status == s for r in rows) for s in ("ok", "error", "timeout")}
             print(f"{len(rows)} submissions graded ({counts['ok']} ok, {counts['error']} error, "
                   f"{counts['timeout']} timeout): {out}; feedback in {Path(out).parent / 'feedback'}")

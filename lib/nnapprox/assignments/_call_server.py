@@ -181,7 +181,10 @@ def _forbid(names: list[str], ns: dict, saved: dict) -> None:
     from ._snapshot import _import
 
     for key, (space, value) in list(saved.items()):
-        space[key[1]] = value  # the previous question's set, put back
+        if key[0] == "defaults":
+            key[1].__defaults__, key[1].__kwdefaults__ = value  # a function's defaults, put back
+        else:
+            space[key[1]] = value  # the previous question's set, put back
     saved.clear()
     for full in names:
         module, _, attr = full.rpartition(".")
@@ -198,8 +201,15 @@ def _forbid(names: list[str], ns: dict, saved: dict) -> None:
         for space in spaces:
             for key, value in list(space.items()):
                 if value is real:
-                    saved[(id(space), key)] = (space, value)
+                    saved.setdefault((id(space), key), (space, value))
                     space[key] = refuse
+        for f in [v for v in ns.values() if isinstance(v, types.FunctionType)]:
+            inner = getattr(f, "__wrapped__", f)  # the guard wraps the submission's function
+            defaults, kw = inner.__defaults__ or (), inner.__kwdefaults__ or {}
+            if any(v is real for v in defaults) or any(v is real for v in kw.values()):
+                saved.setdefault(("defaults", inner), (None, (inner.__defaults__, inner.__kwdefaults__)))
+                inner.__defaults__ = tuple(refuse if v is real else v for v in defaults) or None
+                inner.__kwdefaults__ = {k: refuse if v is real else v for k, v in kw.items()} or None
 
 
 def serve(job_path: str) -> int:

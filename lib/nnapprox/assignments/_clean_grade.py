@@ -228,8 +228,9 @@ def main(argv: list[str]) -> int:
     # the test files are read, and the submission's code checked, before any of it runs here
     test_files = {path.stem: create_test_file(str(path), None) for path in sorted(Path(job["tests"]).glob("*.py"))}
     voids = static.voiding(static.flags(job.get("sources") or [], None, job.get("trusted") or []))
+    accepted = bool(voids) and bool(job.get("accept_voided"))  # reviewed by the instructor
     void = ("the submission's code " + "; ".join(voids[:3])
-            + " (it could read the grader's frames or files); the instructor reviews it") if voids else ""
+            + " (it could read the grader's frames or files); the instructor reviews it") if voids and not accepted else ""
     watched = [exception_test.ExceptionTestFile, exception_test.test_case, abstract_test.TestFile,
                abstract_test.TestCaseResult, torch.Tensor, torch._C.TensorBase, Snapshot, _Timeout]
     _warm_up()  # torch sets some attributes lazily, on first use: before the snapshot, not during
@@ -246,11 +247,13 @@ def main(argv: list[str]) -> int:
                "answerable": {}}
     if void:
         summary["voided"] = voids
+    elif accepted:
+        summary["voided_accepted"] = voids
     banned = job.get("forbidden") or {}
     defined = [n for n, _ in definitions(job.get("sources") or [])]
     for q, test_file in test_files.items():
         recorder = Recorder(ns, defined) if banned.get(q) else None
-        server.set_forbidden(list(banned.get(q) or []))
+        server.set_forbidden(list((job.get("forbid") or banned).get(q) or []))
         out = run_question(test_file, ns, snapshot, float(job.get("question_timeout", 120)), void)
         if recorder is not None:
             recorder.restore(ns)

@@ -112,7 +112,8 @@ def main(argv: list[str]) -> int:
                          "sources": [c.source for c in nb.cells if c.cell_type == "code"],
                          "trusted": trusted_cells(handout),
                          "question_timeout": float(job.get("question_timeout", 120)),
-                         "forbidden": job.get("forbidden") or {}}
+                         "forbidden": job.get("forbidden") or {}, "forbid": job.get("forbid") or {},
+                         "accept_voided": bool(job.get("accept_voided"))}
             (clean_dir / "job.json").write_text(json.dumps(grade_job))
             result = clean_dir / "result.json"
             env = {k: v for k, v in os.environ.items() if not k.startswith(("JPY_", "JUPYTER_"))}

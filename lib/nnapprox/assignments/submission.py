@@ -64,7 +64,8 @@ def _limit_memory(memory_mb: float):
 def grade_submission(zip_path: Path | str, submission: Path | str, timeout: float,
                      points: dict[str, float] | None = None, memory_mb: float | None = 4096.0, *,
                      handout: Path | str | None = None, cell_timeout: float | None = None,
-                     question_timeout: float | None = None, forbidden: dict[str, list[str]] | None = None) -> Row:
+                     question_timeout: float | None = None, forbidden: dict[str, list[str]] | None = None,
+                     forbid: dict[str, list[str]] | None = None, accept_voided: bool = False) -> Row:
     """Grade one submission in a separate process with a wall-clock limit of ``timeout`` s
     and an address-space limit of ``memory_mb`` MiB (``None``: no limit).
 
@@ -74,7 +75,10 @@ def grade_submission(zip_path: Path | str, submission: Path | str, timeout: floa
     ``question_timeout`` s, is stopped on its own (default: a third of ``timeout`` each).
     With ``forbidden`` (question -> dotted names), the row's ``answerable`` lists the
     questions whose answer functions a forbidden function reproduces on the tests' inputs
-    (the build's check, :func:`.build.check_forbidden`).
+    (the build's check, :func:`.build.check_forbidden`). With ``forbid`` (the same form), those
+    library functions raise while the question's tests call the submission's functions.
+    ``accept_voided``: run the tests even where the code's static flags would void them (the
+    instructor has reviewed the submission).
     """
     points = points if points is not None else question_points(zip_path)
     handout = Path(handout) if handout is not None else student_notebook(Path(zip_path).resolve().parents[1])
@@ -93,7 +97,8 @@ def grade_submission(zip_path: Path | str, submission: Path | str, timeout: floa
         job.write_text(json.dumps({"autograder": str(Path(zip_path).resolve()), "submission": str(submission.resolve()),
                                    "handout": str(handout.resolve()), "result": str(result_path),
                                    "cell_timeout": cell_timeout, "question_timeout": question_timeout,
-                                   "forbidden": forbidden or {}}))
+                                   "forbidden": forbidden or {}, "forbid": forbid or forbidden or {},
+                                   "accept_voided": bool(accept_voided)}))
         with open(log_path, "w") as log:
             proc = subprocess.Popen(
                 [sys.executable, "-m", "nnapprox.assignments._worker", str(job)],
@@ -128,6 +133,9 @@ def grade_submission(zip_path: Path | str, submission: Path | str, timeout: floa
                          f"while graded")
     if summary.get("voided"):
         row.flags.append("every test voided: the code " + "; ".join(summary["voided"][:3]))
+    if summary.get("voided_accepted"):
+        row.flags.append("tests run after review (--accept), although the code "
+                         + "; ".join(summary["voided_accepted"][:3]))
     row.problems = summary.get("problems", [])
     row.answerable = summary.get("answerable", {})
     errors = summary["cell_errors"]
