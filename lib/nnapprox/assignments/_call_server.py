@@ -14,7 +14,7 @@ Messages are one JSON object per line, values in the tagged form of :mod:`._answ
 read back without executing anything (no pickle):
 
 - server to grader, once at the start: ``{"defined": [names], "problems": [...]}``;
-- grader to server: ``{"question": q, "forbidden": ["module.name", ...]}`` sets the library
+- grader to server: ``{"forbidden": ["module.name", ...]}`` sets the library
   functions that raise ``AssertionError`` during the question's calls, or
   ``{"call": name, "args": [...], "kwargs": [...]}``;
 - server to grader: ``{"ok": true, "result": ...}`` or ``{"ok": false, "error": type, "message": ...}``,
@@ -77,7 +77,7 @@ class CallServer:
         self.problems = [str(p) for p in hello.get("problems", [])]
         self.busy = False
         if self.forbidden:
-            self._send({"question": "", "forbidden": self.forbidden})
+            self._send({"forbidden": self.forbidden})
             self._read()
 
     def _send(self, message: dict) -> None:
@@ -104,7 +104,7 @@ class CallServer:
         if self.busy or self.proc is None or self.proc.poll() is not None:
             self._start()
             return
-        self._send({"question": "", "forbidden": self.forbidden})
+        self._send({"forbidden": self.forbidden})
         self._read()
 
     def call(self, name: str, args: tuple, kwargs: dict):
