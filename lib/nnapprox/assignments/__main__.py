@@ -21,7 +21,7 @@ from pathlib import Path
 
 from .build import (BUILD, AssignmentError, autograder_zip, available, build_one, master_path, student_notebook,
                     use_masters, variants)
-from .grade import grade
+from .grade import grade, notes_path
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -74,6 +74,11 @@ def main(argv: list[str] | None = None) -> int:
                               "where the static flags would void them (repeat for several)")
     p_grade.add_argument("--question-timeout", type=float, default=None,
                          help="seconds one question's tests may run (default: a third of --timeout)")
+    p_grade.add_argument("--sandbox", choices=("auto", "on", "off"), default="auto",
+                         help="run the students' code (kernel and functions) in a filesystem sandbox that hides "
+                              "the builds, masters, submissions, output and temporary folders (Linux user "
+                              "namespaces). auto (default): when it works, else grade without it and say so; "
+                              "on: refuse to grade without it; off: never")
     p_manual = sub.add_parser("collect-manual",
                               help="review pages and a points template for the hand-graded questions")
     p_manual.add_argument("name", metavar="NAME")
@@ -137,18 +142,22 @@ def main(argv: list[str] | None = None) -> int:
                   f"structural variant (see bank.json); use it with --masters {args.folder}")
         elif args.command == "grade":
             out = args.out or Path(args.folder) / f"scores-{args.name}.csv"
+            notes: list[str] = []
             rows = grade(args.name, args.folder, timeout=args.timeout, out=out, jobs=args.jobs,
                          build_dir=args.build_dir, progress=True, memory_mb=args.memory_mb or None,
                          id_regex=args.id_regex, deadline=args.deadline, allow_stale=args.allow_stale,
                          manual=args.manual, roster_csv=args.roster, timestamps=args.timestamps,
                          late_policy=args.late_policy, cell_timeout=args.cell_timeout,
-                         question_timeout=args.question_timeout, accept=args.accept)
+                         question_timeout=args.question_timeout, accept=args.accept, sandbox=args.sandbox,
+                         notes=notes)
             counts = {s: sum(r.status == s for r in rows) for s in ("ok", "error", "timeout")}
             print(f"{len(rows)} submissions graded ({counts['ok']} ok, {counts['error']} error, "
                   f"{counts['timeout']} timeout): {out}; feedback in {Path(out).parent / 'feedback'}")
             flagged = [r.submission for r in rows if r.flags]
             if flagged:
                 print(f"flagged for a look: {', '.join(flagged)} (see the flags column)")
+            for note in notes:
+                print(f"note: {note} (also in {notes_path(out)})")
     except AssignmentError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -21,6 +21,9 @@ read back without executing anything (no pickle):
   each with ``"generators"``: the states that the call left its ``torch.Generator`` arguments in
   (they travel as copies of their state), which the proxy gives to the caller's generators.
 
+When the job has a ``sandbox_cmd`` (:mod:`._sandbox`), the server runs inside that wrapper:
+it cannot read the hidden tests, the builds or the other submissions.
+
 The server writes its messages on a duplicate of its standard output taken before any student
 code runs; what the student's code prints goes to standard error.
 """
@@ -59,6 +62,8 @@ class CallServer:
         self.job_path = Path(cwd) / "server-job.json"
         self.job_path.write_text(json.dumps({k: job.get(k) for k in ("answers", "sources", "trusted", "existed")}))
         self.cwd = Path(cwd)
+        # the sandbox wrapper (:mod:`._sandbox`) the server runs in, when grading uses one
+        self.prefix: list[str] = [str(a) for a in job.get("sandbox_cmd") or []]
         self.proc: subprocess.Popen | None = None
         self.busy = False
         self.forbidden: list[str] = []
@@ -69,7 +74,7 @@ class CallServer:
     def _start(self) -> None:
         self.close()
         env = {k: v for k, v in os.environ.items() if not k.startswith(("JPY_", "JUPYTER_"))}
-        self.proc = subprocess.Popen([sys.executable, "-P", "-m", "nnapprox.assignments._call_server",
+        self.proc = subprocess.Popen(self.prefix + [sys.executable, "-P", "-m", "nnapprox.assignments._call_server",
                                       str(self.job_path)], cwd=self.cwd, env=env, stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, bufsize=1)
         hello = self._read()

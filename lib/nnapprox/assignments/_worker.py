@@ -15,7 +15,11 @@ Two steps, in processes that share only data:
    the functions patch when called.
 
 JOB names ``autograder`` (the zip), ``submission``, ``handout`` (the student notebook as
-handed out), ``result`` (where the summary goes), ``cell_timeout`` and ``question_timeout``.
+handed out), ``result`` (where the summary goes), ``cell_timeout`` and ``question_timeout``,
+and ``sandbox`` (``{"hide": [paths]}``, or ``None``): when given, the kernel and the call server
+run in the filesystem sandbox (:mod:`._sandbox`), each seeing only its own folder. The hidden
+tests are unpacked only after the kernel has ended (and every process it left is killed),
+into a new folder the kernel never had a path to.
 The summary holds ``{"questions": {name: [score, possible]}, "cell_errors": [...], "tests":
 {name: [{"test", "hidden", "passed", "points", "message"}, ...]}, "tampered": {name: [...]},
 "problems": [...]}``.
@@ -25,6 +29,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -68,8 +73,11 @@ def _cell_errors(notebook) -> list[str]:
     return errors
 
 
-def execute(nb, name: str, workdir: Path, answers: Path, cell_timeout: float) -> list[str]:
-    """Run the submission in a fresh kernel in ``workdir``; the last cell writes ``answers``."""
+def execute(nb, name: str, workdir: Path, answers: Path, cell_timeout: float,
+            sandbox: list[str] | None = None) -> list[str]:
+    """Run the submission in a fresh kernel in ``workdir``; the last cell writes ``answers``.
+    With ``sandbox`` (a :func:`._sandbox.command` prefix) the kernel runs inside it, and its
+    connection file and IPython profile live in ``workdir``'s parent, not in the user's folders."""
     import nbformat
     from nbclient import NotebookClient
 
@@ -80,10 +88,67 @@ def execute(nb, name: str, workdir: Path, answers: Path, cell_timeout: float) ->
         run.cells.append(cell)
     run.cells.append(nbformat.v4.new_code_cell(EXPORT.format(path=str(answers))))
     nbformat.write(run, workdir / f"{name}.ipynb")
+    options = {}
+    if sandbox:
+        os.environ["IPYTHONDIR"] = str(workdir.parent / "ipython")  # no startup files of the user's profile
+        options["kernel_manager_class"] = _sandboxed_manager(sandbox, workdir.parent / "kernel.json")
     client = NotebookClient(run, timeout=cell_timeout, interrupt_on_timeout=True, allow_errors=True,
-                            kernel_name="python3", resources={"metadata": {"path": str(workdir)}})
+                            kernel_name="python3", resources={"metadata": {"path": str(workdir)}}, **options)
     client.execute()
     return _cell_errors(run)
+
+
+def _sandboxed_manager(prefix: list[str], connection_file: Path):
+    """A kernel manager whose kernel command starts with ``prefix`` (the sandbox wrapper) and
+    whose connection file is ``connection_file`` (the kernel can read it: it must)."""
+    from jupyter_client.manager import AsyncKernelManager
+
+    class SandboxedKernelManager(AsyncKernelManager):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.connection_file = str(connection_file)
+
+        def format_kernel_cmd(self, extra_arguments=None):
+            return list(prefix) + super().format_kernel_cmd(extra_arguments)
+
+    return SandboxedKernelManager
+
+
+def _subreaper() -> None:
+    """Make this process adopt its descendants' orphans (Linux), so that :func:`_end_leftovers`
+    finds a process the notebook left running in the background."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+
+
+def _end_leftovers() -> None:
+    """Kill every process still running below this one (what the notebook started)."""
+    import psutil
+
+    family = psutil.Process().children(recursive=True)
+    for proc in family:
+        try:
+            proc.kill()
+        except psutil.NoSuchProcess:
+            pass
+    psutil.wait_procs(family, timeout=10)
+
+
+def _box(spec: dict, hide: list[Path], keep: list[Path] = (), keep_ro: list[Path] = ()) -> list[str]:
+    """The wrapper (:mod:`._sandbox`) of a process that runs the submission's code.
+
+    It hides ``spec["hide"]`` (the batch's builds, masters, submissions and output) and
+    ``hide``; gives the process empty temporary folders of its own (where the other
+    submissions' folders are); shows the Python environment and the library read-only; and
+    puts back only ``keep`` (read-write) and ``keep_ro``."""
+    from . import _sandbox
+
+    env = [sys.prefix, sys.base_prefix, sys.exec_prefix, str(Path(__file__).resolve().parents[2])]
+    temps = [p for p in dict.fromkeys([tempfile.gettempdir(), "/tmp", "/var/tmp", "/dev/shm"]) if os.path.isdir(p)]
+    return _sandbox.command(hide=[str(p) for p in list(spec.get("hide") or []) + list(hide)], private=temps,
+                            keep=[str(p) for p in keep], keep_ro=env + [str(p) for p in keep_ro])
 
 
 def main(argv: list[str]) -> int:
@@ -91,38 +156,53 @@ def main(argv: list[str]) -> int:
 
     (job_path,) = argv
     job = json.loads(Path(job_path).read_text())
+    _subreaper()
+    spec = job.get("sandbox")
     with zipfile.ZipFile(job["autograder"]) as zf:
         name = json.loads(zf.read("otter_config.json")).get("assignment_name") or "submission"
-        with tempfile.TemporaryDirectory(prefix="nnapprox-tests-") as tmp:
-            tmp = Path(tmp)
-            for member in zf.namelist():
-                if member.startswith("tests/") and member.endswith(".py"):
-                    zf.extract(member, tmp)
-            nb = read_submission(Path(job["submission"]))
-            handout = nbformat.read(job["handout"], as_version=4)
-            kernel_dir, clean_dir = tmp / "kernel", tmp / "clean"
-            kernel_dir.mkdir()
-            clean_dir.mkdir()
-            answers = tmp / "answers.json"
-            errors = execute(nb, name, kernel_dir, answers, float(job.get("cell_timeout", 120)))
-            if not answers.exists():
-                raise RuntimeError("the notebook's answers could not be read after it ran "
-                                   f"({errors[-1] if errors else 'no error shown'})")
-            grade_job = {"answers": str(answers), "tests": str(tmp / "tests"),
+        members = [m for m in zf.namelist() if m.startswith("tests/") and m.endswith(".py")]
+    nb = read_submission(Path(job["submission"]))
+    handout = nbformat.read(job["handout"], as_version=4)
+    # three folders: the kernel's (its working folder and the answers it writes), the grading
+    # process's, and the hidden tests', made only when the kernel has ended: the notebook never
+    # had a path to them (and, in the sandbox, sees neither of the others)
+    with tempfile.TemporaryDirectory(prefix="nnapprox-run-") as run_dir, \
+            tempfile.TemporaryDirectory(prefix="nnapprox-clean-") as clean_dir:
+        run_dir, clean_dir = Path(run_dir), Path(clean_dir)
+        kernel_dir = run_dir / "kernel"
+        kernel_dir.mkdir()
+        answers = run_dir / "answers.json"
+        kernel_box = _box(spec, hide=[clean_dir], keep=[run_dir]) if spec is not None else None
+        errors = execute(nb, name, kernel_dir, answers, float(job.get("cell_timeout", 120)), kernel_box)
+        _end_leftovers()
+        if not answers.exists():
+            raise RuntimeError("the notebook's answers could not be read after it ran "
+                               f"({errors[-1] if errors else 'no error shown'})")
+        tests_root = Path(tempfile.mkdtemp(prefix="nnapprox-tests-"))
+        try:
+            # the call server sees its own folder and the answers, read-only, and not the tests
+            server_box = (_box(spec, hide=[tests_root, run_dir], keep_ro=[clean_dir, answers])
+                          if spec is not None else None)
+            with zipfile.ZipFile(job["autograder"]) as zf:
+                for member in members:
+                    zf.extract(member, tests_root)
+            grade_job = {"answers": str(answers), "tests": str(tests_root / "tests"),
                          "sources": [c.source for c in nb.cells if c.cell_type == "code"],
                          "trusted": trusted_cells(handout),
                          "question_timeout": float(job.get("question_timeout", 120)),
                          "forbidden": job.get("forbidden") or {}, "forbid": job.get("forbid") or {},
-                         "accept_voided": bool(job.get("accept_voided"))}
+                         "accept_voided": bool(job.get("accept_voided")), "sandbox_cmd": server_box}
             (clean_dir / "job.json").write_text(json.dumps(grade_job))
             result = clean_dir / "result.json"
-            env = {k: v for k, v in os.environ.items() if not k.startswith(("JPY_", "JUPYTER_"))}
+            env = {k: v for k, v in os.environ.items() if not k.startswith(("JPY_", "JUPYTER_", "IPYTHONDIR"))}
             done = subprocess.run([sys.executable, "-P", "-m", "nnapprox.assignments._clean_grade",
                                    str(clean_dir / "job.json"), str(result)],
                                   cwd=clean_dir, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True)
             if done.returncode != 0 or not result.exists():
                 raise RuntimeError(f"grading the exported answers failed: {done.stderr.strip()[-1500:]}")
             summary = json.loads(result.read_text())
+        finally:
+            shutil.rmtree(tests_root, ignore_errors=True)
     summary["cell_errors"] = errors
     Path(job["result"]).write_text(json.dumps(summary))
     return 0

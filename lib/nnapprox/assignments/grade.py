@@ -19,16 +19,25 @@ needs (flags: :mod:`.static`). With ``--roster`` each student is graded against 
 variant. Next to the CSV, ``feedback/<submission>.{html,json}`` are for the student (hidden
 tests counted, never shown) and ``feedback/instructor/<submission>.json`` lists every test
 with its message.
+
+With ``sandbox`` (``auto``, the default, or ``on``) the submission's kernel and its
+functions' process run in a filesystem sandbox (:mod:`._sandbox`, Linux user and mount
+namespaces): the builds (solutions, autograder zips), the masters, the submissions folder,
+the output folder, the roster, timestamp and manual files, the temporary folders (the hidden
+tests, the other submissions' folders) and a few credential folders of the home directory
+are empty there, and other processes are out of sight. ``auto`` grades without it where it
+cannot be set up and says so in the batch's notes; ``on`` then refuses to start.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from . import roster, static
+from . import _sandbox, roster, static
 from .rows import STATUSES, Row, write_csv, write_feedback  # noqa: F401 - re-exported
 from .submission import grade_submission, question_points  # noqa: F401 - re-exported
 from .build import (BUILD, AssignmentError, autograder_zip, build_one, check_release, master_path,
@@ -72,6 +81,35 @@ def variant_build_dir(build_dir: Path | str, variant: int) -> Path:
     return Path(build_dir) / f"variant-{variant}"
 
 
+SANDBOX_MODES = ("auto", "on", "off")
+
+#: credentials and the like in the home directory, hidden from the students' code as well
+HOME_SECRETS = (".ssh", ".gnupg", ".aws", ".azure", ".kube", ".docker", ".netrc", ".git-credentials", ".pypirc",
+                ".config/gh", ".config/gcloud", ".bash_history", ".zsh_history", ".python_history")
+
+
+def sandbox_hides(paths: list[Path | str | None]) -> list[str]:
+    """What the sandbox hides: ``paths`` (the batch's folders and files), the home
+    directory's :data:`HOME_SECRETS` and Jupyter's runtime folder (the other kernels'
+    connection files), those that exist, without duplicates."""
+    found = [Path(p) for p in paths if p is not None]
+    home = Path.home()
+    found += [home / s for s in HOME_SECRETS]
+    try:
+        from jupyter_core.paths import jupyter_runtime_dir
+
+        found.append(Path(jupyter_runtime_dir()))
+    except ImportError:
+        pass
+    return list(dict.fromkeys(str(p.resolve()) for p in found if p.exists()))
+
+
+def notes_path(out: Path | str) -> Path:
+    """The batch's notes next to the CSV: ``scores-intro.csv`` -> ``scores-intro-notes.txt``."""
+    out = Path(out)
+    return out.with_name(f"{out.stem}-notes.txt")
+
+
 def grade(name: str, folder: Path | str, *, timeout: float = 300.0, out: Path | str | None = None,
           jobs: int = 1, build_dir: Path | str = BUILD, progress: bool = False,
           memory_mb: float | None = 4096.0, id_regex: str | None = None,
@@ -79,7 +117,8 @@ def grade(name: str, folder: Path | str, *, timeout: float = 300.0, out: Path | 
           manual: Path | str | None = None, roster_csv: Path | str | None = None,
           timestamps: Path | str | None = None, late_policy: str | None = None,
           cell_timeout: float | None = None, question_timeout: float | None = None,
-          accept: list[str] | None = None) -> list[Row]:
+          accept: list[str] | None = None, sandbox: str = "auto",
+          notes: list[str] | None = None) -> list[Row]:
     """Grade the submissions in ``folder`` against assignment ``name``; write the CSV to ``out``
     and the feedback files to ``<out's folder>/feedback/``.
 
@@ -99,7 +138,13 @@ def grade(name: str, folder: Path | str, *, timeout: float = 300.0, out: Path | 
 
     ``accept`` lists students (IDs or file names) whose submissions the instructor has reviewed:
     their tests run even where the code's static flags would void every test (flagged as such).
+
+    ``sandbox`` is ``auto``, ``on`` or ``off`` (see the module's text); a note for the whole
+    batch (the sandbox was unavailable) is printed, appended to ``notes`` when given, and
+    written next to the CSV (:func:`notes_path`).
     """
+    if sandbox not in SANDBOX_MODES:
+        raise AssignmentError(f"sandbox must be one of {', '.join(SANDBOX_MODES)}, got {sandbox!r}")
     master_path(name)  # unknown name: error listing the valid ones
     if timeout <= 0:
         raise AssignmentError(f"timeout must be positive, got {timeout}")
@@ -120,6 +165,18 @@ def grade(name: str, folder: Path | str, *, timeout: float = 300.0, out: Path | 
         raise AssignmentError(str(e)) from None
     if policy != "latest" and when is None:
         raise AssignmentError(f"--late-policy {late_policy} needs --deadline")
+    batch_notes: list[str] = []
+    boxed = False
+    if sandbox != "off":  # probed once for the batch, before anything is built or graded
+        boxed, why = _sandbox.probe()
+        if not boxed and sandbox == "on":
+            raise AssignmentError(f"--sandbox on: the filesystem sandbox cannot be set up here: {why}. "
+                                  f"Use --sandbox auto (grade without it, noted in the batch's output) or off; "
+                                  f"valid values: {', '.join(SANDBOX_MODES)}")
+        if not boxed:
+            batch_notes.append(f"the filesystem sandbox was unavailable ({why}): the students' code ran "
+                               f"with your user's file access (it could read the solutions and hidden tests)")
+            print(f"note: {batch_notes[-1]}", file=sys.stderr, flush=True)
     subs, superseded = roster.latest_per_student(submissions_in(folder), regex, times,
                                                  on_time_before=when if policy == "on-time" else None)
     hand: dict[str, dict[str, float]] = {}
@@ -163,6 +220,14 @@ def grade(name: str, folder: Path | str, *, timeout: float = 300.0, out: Path | 
         for k in sorted({k for k in choice.values() if k is not None}):
             setups[k] = ready(variant_build_dir(build_dir, k), k)
 
+    hide = None
+    if boxed:
+        masters = importlib.import_module(".build", __package__).MASTERS  # as --masters set it
+        hide = sandbox_hides([build_dir, folder, masters, Path(out).parent if out is not None else None,
+                              roster_csv, timestamps, manual]
+                             + [p for st in setups.values() for p in (st["built"], Path(st["zip"]).parent,
+                                                                       Path(st["handout"]).parent)])
+
     def one(sub: Path) -> Row:
         setup = setups.get(choice[sub])
         sid = who(sub)
@@ -176,7 +241,8 @@ def grade(name: str, folder: Path | str, *, timeout: float = 300.0, out: Path | 
             row = grade_submission(setup["zip"], sub, timeout, setup["points"], memory_mb, handout=setup["handout"],
                                    cell_timeout=cell_timeout, question_timeout=question_timeout,
                                    forbid=setup["forbidden"],
-                                   accept_voided=bool(accept) and (sid in accept or sub.name in accept))
+                                   accept_voided=bool(accept) and (sid in accept or sub.name in accept),
+                                   sandbox=hide)
         for q, top in hand_possible.items():
             row.scores[q] = hand.get(sub.name, {}).get(q, 0.0)
             row.possible[q] = top
@@ -216,4 +282,11 @@ def grade(name: str, folder: Path | str, *, timeout: float = 300.0, out: Path | 
     if out is not None:
         write_csv(rows, out)
         write_feedback(rows, Path(out).parent / "feedback", name)
+        kept = notes_path(out)
+        if batch_notes:
+            kept.write_text("".join(f"note: {n}\n" for n in batch_notes))
+        elif kept.exists():
+            kept.unlink()  # an earlier batch's notes
+    if notes is not None:
+        notes.extend(batch_notes)
     return rows

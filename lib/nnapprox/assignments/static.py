@@ -27,7 +27,8 @@ can in principle read the test's frame (the expected value) or the test files. T
 :data:`VOIDING` (:func:`voiding`) therefore void every test of the submission (none of them
 runs, so no message can carry what the code read): it scores no autograded points, and the
 CSV says why, for the instructor to review. A static check can be evaded by code obfuscated
-enough; grading as a user who cannot read the autograder zip closes the files for good.
+enough (numpy's ``fromfile`` or ``linecache`` read files unflagged); the filesystem sandbox
+(:mod:`._sandbox`, ``grade --sandbox``) is what keeps the files out of the code's reach.
 """
 
 from __future__ import annotations

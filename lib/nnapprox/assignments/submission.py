@@ -65,7 +65,8 @@ def grade_submission(zip_path: Path | str, submission: Path | str, timeout: floa
                      points: dict[str, float] | None = None, memory_mb: float | None = 4096.0, *,
                      handout: Path | str | None = None, cell_timeout: float | None = None,
                      question_timeout: float | None = None, forbidden: dict[str, list[str]] | None = None,
-                     forbid: dict[str, list[str]] | None = None, accept_voided: bool = False) -> Row:
+                     forbid: dict[str, list[str]] | None = None, accept_voided: bool = False,
+                     sandbox: list[str] | None = None) -> Row:
     """Grade one submission in a separate process with a wall-clock limit of ``timeout`` s
     and an address-space limit of ``memory_mb`` MiB (``None``: no limit).
 
@@ -79,6 +80,9 @@ def grade_submission(zip_path: Path | str, submission: Path | str, timeout: floa
     library functions raise while the question's tests call the submission's functions.
     ``accept_voided``: run the tests even where the code's static flags would void them (the
     instructor has reviewed the submission).
+    ``sandbox``: the folders and files to hide from the submission's code; given (even empty),
+    its kernel and its functions' process run in the filesystem sandbox (:mod:`._sandbox`,
+    which also hides this grading's temporary folders); ``None``: no sandbox.
     """
     points = points if points is not None else question_points(zip_path)
     handout = Path(handout) if handout is not None else student_notebook(Path(zip_path).resolve().parents[1])
@@ -98,7 +102,8 @@ def grade_submission(zip_path: Path | str, submission: Path | str, timeout: floa
                                    "handout": str(handout.resolve()), "result": str(result_path),
                                    "cell_timeout": cell_timeout, "question_timeout": question_timeout,
                                    "forbidden": forbidden or {}, "forbid": forbid or forbidden or {},
-                                   "accept_voided": bool(accept_voided)}))
+                                   "accept_voided": bool(accept_voided),
+                                   "sandbox": None if sandbox is None else {"hide": [*map(str, sandbox), tmp]}}))
         with open(log_path, "w") as log:
             proc = subprocess.Popen(
                 [sys.executable, "-m", "nnapprox.assignments._worker", str(job)],
