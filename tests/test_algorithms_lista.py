@@ -1,5 +1,7 @@
 """LISTA at ISTA's weights is ISTA (float64); Lasso targets certified; members train alone."""
 
+import math
+
 import pytest
 import torch
 from jaxtyping import TypeCheckError, install_import_hook
@@ -114,6 +116,25 @@ def test_lista_vs_mlp_smoke():
     assert out["mlp_by_depth"].shape == (2, 2) and out["ista_curve"].shape == (15, 2)
     assert (out["n_params_mlp"] >= out["n_params_lista"]).all()
     assert (out["lista"] < out["ista_curve"][1] + 1e-4).all()  # started at ISTA: no worse
+    assert out["step_ista"].shape == (2,)
+    assert (out["step_ista"] < out["ista_curve"][1] + 1e-4).all()  # started at ISTA too
+
+
+def test_step_ista_at_its_start_is_ista():
+    D, x, _ = _task()
+    m = L.StepISTA(D, LAM, 3)
+    with torch.no_grad():
+        torch.testing.assert_close(m(x), L.ista(x, D, LAM, 3))
+        m.log_c.fill_(math.log(0.5))
+        m.log_a.fill_(math.log(2.0))  # half the step, twice the threshold multiplier
+        eta = L.ista_step_size(D)
+        z = torch.zeros(x.shape[0], x.shape[1], D.shape[2], dtype=x.dtype)
+        for _ in range(3):
+            e = (0.5 * eta)[:, None, None]
+            u = z - e * ((z @ D.transpose(1, 2) - x) @ D)
+            z = torch.sign(u) * torch.relu(u.abs() - e * LAM * 2.0)
+        torch.testing.assert_close(m(x), z)
+    assert sum(p.numel() for p in m.parameters()) == 2 * 3 * D.shape[0]
 
 
 def test_bad_input_is_refused_before_any_work():
@@ -132,3 +153,9 @@ def test_bad_input_is_refused_before_any_work():
     with pytest.raises(ValueError, match="some lrs"):
         L.lista_vs_mlp(runs=1, m=4, n=6, s=1, lam=LAM, K=1, n_train=8, n_test=8, n_steps=1,
                        batch_size=4, lrs=(), depths=(1,), k_max=2, generator=g)
+    with pytest.raises(ValueError, match="as many step_lrs"):
+        L.lista_vs_mlp(runs=1, m=4, n=6, s=1, lam=LAM, K=1, n_train=8, n_test=8, n_steps=1,
+                       batch_size=4, lrs=(1e-3,), depths=(1,), k_max=2, generator=g,
+                       step_lrs=(1e-2, 1e-1))
+    with pytest.raises(ValueError, match="lam >= 0"):
+        L.StepISTA(D, -1.0, 2)

@@ -117,7 +117,7 @@ def test_control_probes_are_added_with_an_alternative_representation():
     model = BaiEncoder(d=3, n_layer=2, n_embd=16, n_head=2)
     A, A_alt = P.representation(3, 5, g(0)), P.representation(3, 5, g(5))
     out = P.probe_profile(model, A, g(1), N=6, sigma=0.1, n_train=200, n_test=100, A_alt=A_alt)
-    assert set(out) == {"phi", "ridge", "phi_alt", "ridge_x", "ridge_alt", "label", "weights"}
+    assert set(out) == {"phi", "ridge", "phi_alt", "ridge_x", "ridge_alt", "label", "context_mean", "weights"}
     assert all(v.shape == (3,) and (v <= 1).all() for v in out.values())
     several = P.probe_profile(model, A, g(1), N=6, sigma=0.1, n_train=200, n_test=100,
                               A_alt=torch.stack([A_alt, P.representation(3, 5, g(6))]))

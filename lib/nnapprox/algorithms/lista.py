@@ -202,6 +202,38 @@ class LISTA(nn.Module):
         return lista(x, {"W_e": self.W_e, "S": self.S, "theta": self.theta}, self.K)
 
 
+class StepISTA(nn.Module):
+    r"""``M`` ISTA runs of ``K`` steps whose step size and threshold per step are trained.
+
+    .. math:: z_{k+1} = S_{c_k\eta\lambda a_k}\bigl(z_k - c_k\eta D^\top(Dz_k - x)\bigr),
+              \qquad z_0 = 0,
+
+    with the dictionary fixed and only :math:`\log c_k, \log a_k` trained (:math:`2K` numbers per
+    member, started at 0, i.e. at ISTA). Tuned steps and thresholds alone are the alternative to
+    LISTA's learned matrices (``ablin2019learning``, ``liu2019alista``).
+    """
+
+    def __init__(self, D: Float[Tensor, "M m n"], lam: float, K: int) -> None:
+        super().__init__()
+        _positive(K=K)
+        if not (lam >= 0 and math.isfinite(lam)):
+            raise ValueError(f"need a finite lam >= 0, got {lam}")
+        self.K, self.lam = K, lam
+        self.register_buffer("D", D.detach().clone())
+        self.register_buffer("eta", ista_step_size(D).detach())
+        self.log_c = nn.Parameter(D.new_zeros(D.shape[0], K))
+        self.log_a = nn.Parameter(D.new_zeros(D.shape[0], K))
+
+    def forward(self, x: Float[Tensor, "M N m"]) -> Float[Tensor, "M N n"]:
+        z = x.new_zeros(*x.shape[:2], self.D.shape[2])
+        for k in range(self.K):
+            step = (self.eta * self.log_c[:, k].exp())[:, None, None]  # (M, 1, 1)
+            theta = step * self.lam * self.log_a[:, k].exp()[:, None, None]
+            u = z - step * ((z @ self.D.transpose(1, 2) - x) @ self.D)
+            z = torch.relu(u - theta) - torch.relu(-u - theta)
+        return z
+
+
 def lista_n_params(m: int, n: int) -> int:
     """Trained numbers of one tied LISTA network: :math:`nm + n^2 + n`."""
     return n * m + n * n + n
@@ -282,8 +314,10 @@ def lista_vs_mlp(
     *, runs: int, m: int, n: int, s: int, lam: float, K: int, n_train: int, n_test: int,
     n_steps: int, batch_size: int, lrs: tuple[float, ...], depths: tuple[int, ...], k_max: int,
     generator: torch.Generator, sigma: float = 0.0, device: torch.device | str | None = None,
+    step_lrs: tuple[float, ...] | None = None,
 ) -> dict[str, Tensor]:
-    r"""The section's experiment: trained LISTA against ISTA and against MLPs of equal size.
+    r"""The section's experiment: trained LISTA against ISTA, against ISTA with trained step sizes
+    and thresholds (:class:`StepISTA`) and against MLPs of equal size.
 
     Per run: a dictionary, ``n_train`` training, ``n_test`` validation and ``n_test`` test
     signals :math:`x = Dz + \sigma\varepsilon` (``s``-sparse ``z``), targets the Lasso
@@ -293,11 +327,14 @@ def lista_vs_mlp(
     lowest validation NMSE is kept. Returns test NMSEs in dB, each ``(runs,)``: ``"lista"``,
     ``"mlp"``, ``"mlp_by_depth"`` ``(len(depths), runs)``, ``"ista_curve"`` ``(k_max, runs)``
     (``"ista_curve"[K - 1]`` is the untrained LISTA), ``"ista_match"`` (ISTA iterations to
-    reach LISTA's NMSE), and the sizes ``"n_params_lista"``, ``"n_params_mlp"``, ``"widths"``.
+    reach LISTA's NMSE), ``"step_ista"`` (its learning rate from ``step_lrs``, as many as ``lrs``;
+    by default ten times each of ``lrs``, since it trains :math:`2K` log-scales), and the sizes ``"n_params_lista"``, ``"n_params_mlp"``, ``"widths"``.
     """
     _positive(runs=runs, n_train=n_train, n_test=n_test, K=K, k_max=k_max)
-    if len(lrs) == 0 or len(depths) == 0 or not sigma >= 0:
-        raise ValueError(f"need some lrs, some depths and sigma >= 0, got {lrs}, {depths}, {sigma}")
+    step_lrs = tuple(10 * r for r in lrs) if step_lrs is None else tuple(step_lrs)
+    if len(lrs) == 0 or len(depths) == 0 or not sigma >= 0 or len(step_lrs) != len(lrs):
+        raise ValueError(f"need some lrs, as many step_lrs, some depths and sigma >= 0, got {lrs}, "
+                         f"{step_lrs}, {depths}, {sigma}")
     D = random_dictionary(runs, m, n, generator, device=device)
     z0 = sparse_codes(runs, n_train + 2 * n_test, n, s, generator, device=device)
     x = z0 @ D.transpose(1, 2)  # (runs, N, m)
@@ -309,7 +346,7 @@ def lista_vs_mlp(
     lr = torch.tensor(lrs, device=x.device).repeat(runs)  # member j: run j // G, lr lrs[j % G]
     x_tr, z_tr = x[:, parts[0]].repeat_interleave(G, 0), z_star[:, parts[0]].repeat_interleave(G, 0)
 
-    def fit(model: nn.Module, desc: str) -> tuple[Tensor, Tensor]:
+    def fit(model: nn.Module, desc: str, lr: Tensor = lr) -> tuple[Tensor, Tensor]:
         train_members(model, x_tr, z_tr, lr, n_steps, batch_size, generator, desc=desc)
         with torch.no_grad():  # (runs, G) validation and test NMSE
             return tuple(nmse_db(model(x[:, p].repeat_interleave(G, 0)),
@@ -321,6 +358,8 @@ def lista_vs_mlp(
 
     start = {k: v.repeat_interleave(G, 0) for k, v in lista_ista_weights(D, lam).items()}
     lista_val, lista_test = fit(LISTA(start, K), "LISTA")
+    step_lr = torch.tensor(step_lrs, device=x.device).repeat(runs)
+    step_val, step_test = fit(StepISTA(D.repeat_interleave(G, 0), lam, K), "step-tuned ISTA", step_lr)
     mlp_val, mlp_test, widths = [], [], []
     for depth in depths:
         widths.append(equal_size_width(lista_n_params(m, n), m, n, depth))
@@ -331,7 +370,7 @@ def lista_vs_mlp(
     lista_best = best(lista_val, lista_test)
     curve = ista_nmse_curve(x[:, parts[2]], D, lam, z_star[:, parts[2]], k_max)
     return {
-        "lista": lista_best, "mlp": best(mlp_val_t, mlp_test_t),
+        "lista": lista_best, "mlp": best(mlp_val_t, mlp_test_t), "step_ista": best(step_val, step_test),
         "mlp_by_depth": torch.stack([best(mlp_val_t[:, i], mlp_test_t[:, i])
                                      for i in range(len(depths))]),
         "ista_curve": curve, "ista_match": iterations_to_match(curve, lista_best),

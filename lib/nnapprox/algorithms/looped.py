@@ -248,34 +248,66 @@ def extrapolation_experiment(
     settings: LoopedSettings, generator: torch.Generator, n_runs: int = 5, width: int = 16,
     mlp: bool = False, n_test: int = 500, max_factor: int = 4, device: torch.device | str = "cpu",
 ) -> dict[str, Tensor]:
-    r"""Train ``n_runs`` looped models, ``n_runs`` foils without input injection (both with the
-    window loss) and ``n_runs`` one-pass blocks (with injection, trained at :math:`T = 1`: the
-    same network without iteration).
+    r"""Train ``n_runs`` looped models and the alternatives a skeptic would name, each
+    ``n_runs`` times: foils without input injection (the same window loss), one-pass blocks
+    (with injection, trained at :math:`T = 1`: the same network without iteration), one-pass
+    blocks trained for :math:`T` times the steps (as many block applications in training as the
+    looped model) and untrained looped blocks.
 
-    Returns ``"model"`` and ``"foil"``: test MSE after :math:`t = 1..\text{max\_factor}\,T` loops,
-    shape ``(max_factor * T, n_runs)``; ``"single"`` (the one-pass blocks after their pass),
-    ``"least_squares"`` and ``"ridge"``: shape ``(n_runs,)``, on the same test prompts. The
-    statistics are :math:`\mathrm{err}(kT)/\mathrm{err}(T)` (:func:`extrapolation_ratio`) and
-    the looped models' error over the one-pass blocks'.
+    Returns test MSE after :math:`t = 1..\text{max\_factor}\,T` loops, shape
+    ``(max_factor * T, n_runs)``, for ``"model"``, ``"foil"``, ``"single"`` (the one-pass blocks,
+    looped; row 0 is their trained pass) and ``"untrained"``; ``"single_long"`` (the longer
+    trained one-pass blocks after their pass), ``"zero"`` (the zero predictor,
+    :math:`\mathbb E\,y^2`), ``"least_squares"`` and ``"ridge"``: shape ``(n_runs,)``, all on the
+    same test prompts. The statistics are :func:`extrapolation_ratio` and :func:`refinement_ratio`.
     """
     if max_factor < 1 or n_test < 1:
         raise ValueError(f"need max_factor >= 1 and n_test >= 1, got {max_factor}, {n_test}")
     out: dict[str, Tensor] = {}
     one_pass = replace(settings, T=1, window=1)
-    models = {"model": (True, settings), "foil": (False, settings), "single": (True, one_pass)}
+    models = {"model": (True, settings), "foil": (False, settings), "single": (True, one_pass),
+              "single_long": (True, replace(one_pass, n_steps=settings.n_steps * settings.T)),
+              "untrained": (True, None)}
     trained = {}
     for name, (injection, s) in models.items():
         trained[name] = LoopedTransformer(settings.d, width, n_runs, injection=injection, mlp=mlp,
                                           generator=generator, device=device)
-        train(trained[name], s, generator)
+        if s is not None:
+            train(trained[name], s, generator)
     X, y, xq, yq = sample_prompts(n_runs, n_test, settings, generator, device=device)
     for name, m in trained.items():
-        loops = 1 if name == "single" else max_factor * settings.T
+        loops = 1 if name == "single_long" else max_factor * settings.T
         out[name] = loop_errors(m, X, y, xq, yq, loops).cpu()
-    out["single"] = out["single"][0]
+    out["single_long"] = out["single_long"][0]
+    out["zero"] = yq.pow(2).mean(dim=(1, 2)).cpu()
     ref = reference_errors(X, y, xq, yq, settings.sigma)
     out.update({k: v.float().cpu() for k, v in ref.items()})
     return out
+
+
+def refinement_ratio(errors: Float[Tensor, "loops runs"], T: int) -> Float[Tensor, " runs"]:
+    r""":math:`\mathrm{err}(T) / \mathrm{err}(1)` per run: what the loops up to :math:`T` add."""
+    if not 1 <= T <= errors.shape[0]:
+        raise ValueError(f"need 1 <= T <= {errors.shape[0]} loops, got T={T}")
+    return errors[T - 1] / errors[0]
+
+
+def extrapolation_score(
+    errors: Float[Tensor, "loops runs"], zero: Float[Tensor, " runs"], T: int, k: int,
+    ratio_max: float = 1.4, level_max: float = 0.5,
+) -> float:
+    r"""Whether error is *kept* at :math:`kT` loops, and is worth keeping: the larger of
+    :math:`\overline{\mathrm{err}(kT)/\mathrm{err}(T)}/r_{\max}` and
+    :math:`\overline{\mathrm{err}(kT)/\mathrm{err}_0}/\ell_{\max}` (means over runs;
+    :math:`\mathrm{err}_0` is the zero predictor's error). Below 1 means both hold: the error at
+    :math:`kT` is within :math:`r_{\max}` times the error at :math:`T` and below
+    :math:`\ell_{\max}` of the zero predictor's. A block that learned nothing keeps its error
+    but fails the second part."""
+    if not (ratio_max > 0 and level_max > 0):
+        raise ValueError(f"need ratio_max > 0 and level_max > 0, got {ratio_max}, {level_max}")
+    ratio = float(extrapolation_ratio(errors, T, k).mean())
+    level = float((errors[k * T - 1] / zero).mean())
+    return max(ratio / ratio_max, level / level_max)
 
 
 def extrapolation_ratio(

@@ -190,13 +190,14 @@ def probe_profile(model: BaiEncoder, A: Float[Tensor, "D d"], generator: torch.G
     :math:`\lambda = \sigma^2 D`, at the query token). Probes are fitted on ``n_train`` prompts and
     scored on ``n_test`` others, all drawn here.
 
-    With ``A_alt`` (an independent representation :math:`\Phi'` of the same family) five control
+    With ``A_alt`` (an independent representation :math:`\Phi'` of the same family) six control
     probes are added, the alternatives a skeptic would name: ``"phi_alt"`` (:math:`\Phi'(x_i)`,
     which the task never uses), ``"ridge_x"`` (ridge with an intercept on the raw inputs,
     :math:`\lambda = 1`: linear in-context learning without the representation), ``"ridge_alt"``
     (ridge on :math:`\Phi'`, :math:`\lambda = \sigma^2 D`: any random features), ``"label"``
     (the query's true label :math:`y_{N+1}`, whose part that the prompt determines is the ridge
-    prediction, the Bayes predictor) and ``"weights"`` (the ridge coefficients
+    prediction, the Bayes predictor), ``"context_mean"`` (the mean of the context labels, a
+    predictor that learns nothing from the inputs) and ``"weights"`` (the ridge coefficients
     :math:`\hat w\in\mathbb R^D`, pooled over coordinates, at the query token: the state an explicit
     ridge solver would hold). ``A_alt`` of shape ``(k, D, d)`` holds :math:`k` independent
     :math:`\Phi'`; then ``"phi_alt"`` and ``"ridge_alt"`` have shape ``(k, layer)``, one row per
@@ -224,6 +225,7 @@ def probe_profile(model: BaiEncoder, A: Float[Tensor, "D d"], generator: torch.G
                      "ridge_alt": [ridge_prediction(P.double(), y.double(), lam_ridge)[:, None]
                                    for P in Phi_alt],
                      "label": y[:, -1:].double(),
+                     "context_mean": y[:, :-1].double().mean(-1, keepdim=True),
                      "weights": ridge_weights(Phi.double(), y.double(), lam_ridge)}
         data.append((hidden_states(model, X, y), Phi, target, extra))
     (Hs, Phis, rs, es), (Ht, Phit, rt, et) = data
@@ -244,7 +246,7 @@ def probe_profile(model: BaiEncoder, A: Float[Tensor, "D d"], generator: torch.G
                                                   et["phi_alt"][j][:, :-1].reshape(-1, D), lam))
                 out["ridge_alt"][j].append(probe_r2(Hs[ell, :, -1], es["ridge_alt"][j], Ht[ell, :, -1],
                                                     et["ridge_alt"][j], lam))
-            for key in ("ridge_x", "label", "weights"):  # read at the query token
+            for key in ("ridge_x", "label", "context_mean", "weights"):  # at the query token
                 out[key].append(probe_r2(Hs[ell, :, -1], es[key], Ht[ell, :, -1], et[key], lam))
     result = {k: torch.tensor(v) for k, v in out.items()}
     if A_alt is not None and A_alt.ndim == 2:  # one draw: one row, as the other probes
