@@ -297,11 +297,19 @@ def test_static_flags_cover_the_issue_list():
         "import os\nnames = os.listdir('.')": "uses os.listdir",
         "import pathlib": "imports pathlib",
         "g = globals()": "calls globals",
+        # a referee's list: file readers and process launchers that were unflagged
+        "import numpy as np\nb = np.fromfile('/tmp/x', dtype=np.uint8)": "uses numpy.fromfile",
+        "from numpy import fromfile as ff\nb = ff('/tmp/x')": "uses numpy.fromfile",
+        "import linecache\nline = linecache.getline('/tmp/x', 1)": "imports linecache",
+        "import os\ntext = os.popen('cat /tmp/x').read()": "uses os.popen",
+        "import os\nos.system('cp /tmp/x .')": "uses os.system",
+        "from os import system\nsystem('cp /tmp/x .')": "uses os.system",
     }
     for src, flag in voiding.items():
         found = static.flags([src])
         assert flag in found and flag in static.voiding(found), (src, found)
     assert static.voiding(static.flags(["import torch\nw = getattr(torch.nn.Linear(2, 2), 'weight')"])) == []
+    assert static.flags(["import os\nimport numpy as np\np = os.path.join('a', 'b')\nx = np.frombuffer(b'ab', np.uint8)"]) == []
 
 
 def test_answers_file_round_trip_and_refuses_code(tmp_path):

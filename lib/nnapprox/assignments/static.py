@@ -12,23 +12,29 @@ full score is looked at. :func:`flags` reports
 - frame access: ``sys._getframe``, ``inspect.currentframe``/``stack``/``getouterframes``, and
   the frame and code attributes (``f_back``, ``f_locals``, ``f_globals``, ``tb_frame``,
   ``__code__``, ``__globals__``, ``__closure__``);
-- importing ``ctypes``, ``importlib``, ``gc`` or ``otter`` (other than the notebook's own
-  ``grader`` cell);
+- importing ``ctypes``, ``importlib``, ``gc``, ``linecache`` or ``otter`` (other than the
+  notebook's own ``grader`` cell);
 - any reference to a forbidden library function (:func:`forbidden_references`): an
   attribute ``D.name``, an import ``from nnapprox.depth import name``, or the name as a
   string (``getattr(D, "name")``), wherever it appears: a call, a default argument, a dict;
 - reaching the grader's own state: an exception's ``__traceback__``, ``sys.exc_info``,
   ``sys.argv``, a frame attribute's name as a string (``"tb_" + "frame"``), ``getattr`` /
   ``setattr`` / ``hasattr`` / ``delattr`` with a computed name, ``vars`` / ``globals`` /
-  ``locals``, opening or listing files (``open``, ``os.listdir``, ``pathlib``, ``glob``).
+  ``locals``, opening or listing files (``open``, ``os.listdir``, ``pathlib``, ``glob``,
+  ``linecache``, ``numpy.fromfile``), starting a process (``os.system``, ``os.popen``, the
+  ``os.exec*`` and ``os.spawn*`` functions, ``subprocess``). A name imported from such a
+  module (``from os import system``) counts as the attribute.
 
 The student's functions run in the grading process when the tests call them, so a function
 can in principle read the test's frame (the expected value) or the test files. The flags of
 :data:`VOIDING` (:func:`voiding`) therefore void every test of the submission (none of them
 runs, so no message can carry what the code read): it scores no autograded points, and the
-CSV says why, for the instructor to review. A static check can be evaded by code obfuscated
-enough (numpy's ``fromfile`` or ``linecache`` read files unflagged); the filesystem sandbox
-(:mod:`._sandbox`, ``grade --sandbox``) is what keeps the files out of the code's reach.
+CSV says why, for the instructor to review. Such names live in :data:`FRAME_FUNCS` (per
+module, the attributes that void; the module's ``uses M.`` prefix is in :data:`VOIDING`) and
+:data:`VOIDING_MODULES` (modules whose import voids). A static check can be evaded by code
+obfuscated enough (``numpy.memmap`` or ``tokenize.open`` still read files unflagged); the
+filesystem sandbox (:mod:`._sandbox`, ``grade --sandbox``) is what keeps the files out of the
+code's reach.
 """
 
 from __future__ import annotations
@@ -39,14 +45,18 @@ import re
 from ._clean_grade import parse_cell
 
 RISKY_MODULES = ("ctypes", "importlib", "gc", "otter", "builtins", "inspect", "traceback", "glob", "pathlib",
-                 "io", "subprocess", "shutil", "zipfile", "tempfile", "codecs")
+                 "io", "subprocess", "shutil", "zipfile", "tempfile", "codecs", "linecache")
 DYNAMIC = ("exec", "eval", "compile", "__import__")
 FRAME_ATTRS = ("f_back", "f_locals", "f_globals", "f_builtins", "f_code", "tb_frame", "tb_next", "gi_frame",
                "cr_frame", "__code__", "__globals__", "__closure__", "__builtins__", "__subclasses__",
                "__traceback__", "tb_lasti", "gi_code", "f_trace", "__dict__")
 FRAME_FUNCS = {"sys": ("_getframe", "settrace", "setprofile", "modules", "exc_info", "exception", "argv",
                        "_current_frames", "last_traceback", "orig_argv"),
-               "os": ("listdir", "scandir", "walk", "environ", "getcwd", "open", "fdopen"),
+               "os": ("listdir", "scandir", "walk", "environ", "getcwd", "open", "fdopen", "popen", "system",
+                      "execl", "execle", "execlp", "execlpe", "execv", "execve", "execvp", "execvpe",
+                      "spawnl", "spawnle", "spawnlp", "spawnlpe", "spawnv", "spawnve", "spawnvp", "spawnvpe",
+                      "posix_spawn", "posix_spawnp"),
+               "numpy": ("fromfile",),
                "inspect": ("currentframe", "stack", "getouterframes", "getinnerframes", "trace", "getframeinfo")}
 OTTER_CELL = "otter.Notebook("
 ATTRIBUTE_FUNCS = ("getattr", "setattr", "hasattr", "delattr")
@@ -54,9 +64,10 @@ NAMESPACE_FUNCS = ("vars", "globals", "locals", "open")
 # flags that void every test (the code could read the grader's frames or files): imports of
 # these modules, and the flag prefixes after them
 VOIDING_MODULES = ("inspect", "traceback", "gc", "glob", "pathlib", "ctypes", "io", "subprocess", "shutil",
-                   "zipfile", "tempfile", "codecs")
+                   "zipfile", "tempfile", "codecs", "linecache")
 VOIDING = (tuple(f"imports {m}" for m in VOIDING_MODULES)
-           + ("uses .", "uses sys.", "uses inspect.", "uses os.", "uses builtins", "computed attribute name",
+           + ("uses .", "uses sys.", "uses inspect.", "uses os.", "uses numpy.", "uses builtins",
+              "computed attribute name",
               "frame attribute named in a string")
            + tuple(f"uses {f}" for f in DYNAMIC) + tuple(f"calls {f}" for f in NAMESPACE_FUNCS))
 
@@ -168,6 +179,10 @@ def flags(sources: list[str], forbidden: dict[str, list[str]] | None = None, giv
                     and (node.value in FRAME_ATTRS or node.value.startswith(("tb_", "f_back", "f_loc", "f_glob"))
                          or node.value in ("tb", "f_", "__trace", "traceback__"))):
                 found.add(f"frame attribute named in a string ({node.value!r})")
+            if isinstance(node, ast.Name) and node.id in aliases:  # from os import system
+                root, _, attr = aliases[node.id].partition(".")
+                if root in FRAME_FUNCS and attr.split(".")[0] in FRAME_FUNCS[root]:
+                    found.add(f"uses {root}.{attr.split('.')[0]}")
             if isinstance(node, ast.Attribute):
                 if node.attr in FRAME_ATTRS:
                     found.add(f"uses .{node.attr}")
