@@ -266,6 +266,61 @@ def _hidden_test_names(name: str) -> list[str]:
             for m in [re.search(r"def (\w+)\(", c.source)] if m]
 
 
+SCALING_FITS = {  # scaling q1 answered by a library fit (each exact): forbidden, so no hidden points
+    "lstsq": ("u, v = np.log(np.asarray(x, dtype=float)), np.log(np.asarray(y, dtype=float))\n"
+              "    r = np.sqrt(np.ones_like(u) if w is None else np.asarray(w, dtype=float))\n"
+              "    (c, s), *_ = np.linalg.lstsq(np.stack([r, r * u], 1), r * v, rcond=None)\n"
+              "    return float(s), float(np.exp(c))"),
+    "polyfit": ("s, c = np.polyfit(np.log(x), np.log(y), 1, w=None if w is None else np.sqrt(w))\n"
+                "    return float(s), float(np.exp(c))"),
+    "linregress": ("from scipy.stats import linregress\n"
+                   "    if w is not None:\n"
+                   "        u, v, r = np.log(x), np.log(y), np.asarray(w, dtype=float)\n"
+                   "        ub, vb = (r * u).sum() / r.sum(), (r * v).sum() / r.sum()\n"
+                   "        s = float((r * (u - ub) * (v - vb)).sum() / (r * (u - ub) ** 2).sum())\n"
+                   "        return s, float(np.exp(vb - s * ub))\n"
+                   "    fit = linregress(np.log(x), np.log(y))\n"
+                   "    return float(fit.slope), float(np.exp(fit.intercept))"),
+}
+
+
+def test_library_fits_are_forbidden_in_scaling_q1(built, tmp_path):
+    """np.linalg.lstsq, np.polyfit and scipy.stats.linregress answer scaling q1 (a weighted
+    log-log fit) exactly; each is flagged and raises while q1's tests run (no points for q1,
+    the hidden test's included) and costs nothing elsewhere; the honest reference solution
+    scores every point, unflagged."""
+    folder = built["scaling"]
+    solution = asg.solution_notebook(folder)
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    (subs / "honest.ipynb").write_bytes(solution.read_bytes())
+
+    def with_body(code):
+        def edit(nb):
+            (cell,) = [c for c in nb.cells if c.cell_type == "code" and "def loglog_fit" in c.source]
+            head = cell.source.index('"""', cell.source.index('"""') + 3) + 3
+            cell.source = cell.source[:head] + "\n    " + code + "\n"
+        return edit
+
+    for stem, code in SCALING_FITS.items():
+        _write_variant(solution, subs / f"{stem}.ipynb", with_body(code))
+    rows = {Path(r.submission).stem: r for r in asg.grade("scaling", subs, timeout=GRADE_TIMEOUT, jobs=2,
+                                                           build_dir=folder.parent, out=subs / "scores.csv")}
+    honest = rows["honest"]
+    assert honest.status == "ok" and honest.scores == honest.possible and not honest.flags, honest
+    names = {"lstsq": "numpy.linalg.lstsq", "polyfit": "numpy.polyfit", "linregress": "scipy.stats.linregress"}
+    for stem, name in names.items():
+        row = rows[stem]
+        assert f"q1: refers to forbidden {name}" in row.flags, (stem, row.flags)
+        # the forbidden functions raise during all of q1's tests (the public one as well)
+        hidden = [t for t in row.tests["q1"] if t["hidden"]]
+        assert hidden and not any(t["passed"] for t in row.tests["q1"]), (stem, row.tests["q1"])
+        assert all("forbids" in t["message"] for t in row.tests["q1"]), (stem, row.tests["q1"])
+        assert row.scores["q1"] == 0.0, (stem, row.scores)
+        assert {q: v for q, v in row.scores.items() if q != "q1"} == \
+            {q: v for q, v in honest.scores.items() if q != "q1"}, (stem, row.scores)
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_student_notebook_has_no_solutions(built, name):
     nb = nbformat.read(asg.student_notebook(built[name]), as_version=4)

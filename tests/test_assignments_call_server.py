@@ -136,3 +136,70 @@ def test_library_records_travel_as_their_fields(server):
     torch.testing.assert_close(back.actions, p.actions)
     with pytest.raises(ValueError, match="not a library record"):
         _answers._decode({"t": "record", "module": "os", "name": "system", "v": []})
+
+
+FITS = ['''import numpy as np
+import scipy.stats
+from numpy.linalg import lstsq
+
+
+def by_lstsq(x, y):
+    return float(np.linalg.lstsq(np.stack([np.ones_like(x), x], 1), y, rcond=None)[0][1])
+
+
+def by_imported_lstsq(x, y):
+    return float(lstsq(np.stack([np.ones_like(x), x], 1), y, rcond=None)[0][1])
+
+
+def by_polyfit(x, y):
+    return float(np.polyfit(x, y, 1)[0])
+
+
+def by_polynomial(x, y):
+    return float(np.polynomial.Polynomial.fit(x, y, 1).convert().coef[1])
+
+
+def by_linregress(x, y):
+    return float(scipy.stats.linregress(x, y).slope)
+
+
+def honest(x, y):
+    xc = x - x.mean()
+    return float((xc * (y - y.mean())).sum() / (xc * xc).sum())
+''']
+
+
+@pytest.fixture()
+def fits(tmp_path):
+    import numpy as np
+    import scipy.stats
+
+    answers = tmp_path / "answers.json"
+    # the kernel's imports reach the grader as module names (and a function imported by name as its own)
+    _answers.dump({"np": np, "scipy": scipy, "lstsq": np.linalg.lstsq}, answers)
+    job = {"answers": str(answers), "sources": FITS, "trusted": [],
+           "existed": ["by_lstsq", "by_imported_lstsq", "by_polyfit", "by_polynomial", "by_linregress", "honest"]}
+    s = CallServer(job, tmp_path)
+    yield s
+    s.close()
+
+
+def test_forbidden_names_of_other_packages_raise_through_their_modules(fits):
+    """``numpy.linalg.lstsq``, ``numpy.polyfit`` and ``scipy.stats.linregress`` (scaling q1)
+    refuse however the submission reaches them: as a module's attribute, imported by name, or
+    inside another numpy fit that calls them; honest arithmetic still answers."""
+    import numpy as np
+
+    x = np.array([1.0, 2.0, 3.0, 4.0])
+    y = 2.0 * x + 1.0
+    names = ["by_lstsq", "by_imported_lstsq", "by_polyfit", "by_polynomial", "by_linregress", "honest"]
+    for name in names:
+        assert fits.proxy(name)(x, y) == pytest.approx(2.0), name
+    fits.set_forbidden(["numpy.polyfit", "numpy.linalg.lstsq", "scipy.stats.linregress"])
+    for name in names[:-1]:
+        with pytest.raises(AssertionError, match="this question forbids"):
+            fits.proxy(name)(x, y)
+    assert fits.proxy("honest")(x, y) == pytest.approx(2.0)
+    fits.set_forbidden([])  # the next question: all of them work again
+    for name in names:
+        assert fits.proxy(name)(x, y) == pytest.approx(2.0), name

@@ -14,8 +14,9 @@ Messages are one JSON object per line, values in the tagged form of :mod:`._answ
 read back without executing anything (no pickle):
 
 - server to grader, once at the start: ``{"defined": [names], "problems": [...]}``;
-- grader to server: ``{"forbidden": ["module.name", ...]}`` sets the library
-  functions that raise ``AssertionError`` during the question's calls, or
+- grader to server: ``{"forbidden": ["module.name", ...]}`` sets the functions (the
+  project's library, or another package's: ``numpy.linalg.lstsq``) that raise
+  ``AssertionError`` during the question's calls, or
   ``{"call": name, "args": [...], "kwargs": [...]}``;
 - server to grader: ``{"ok": true, "result": ...}`` or ``{"ok": false, "error": type, "message": ...}``,
   each with ``"generators"``: the states that the call left its ``torch.Generator`` arguments in
@@ -182,7 +183,11 @@ def _advance(args, kwargs, states: dict) -> None:
 
 
 def _forbid(names: list[str], ns: dict, saved: dict) -> None:
-    """Make each library function in ``names`` raise wherever the notebook or the library holds it."""
+    """Make each function in ``names`` raise wherever the notebook, the project's library or
+    the name's own package (``numpy`` for ``numpy.linalg.lstsq``) holds it: under any name in
+    the notebook, as an attribute of any of those modules (so ``np.linalg.lstsq`` and
+    ``scipy.stats.linregress`` refuse as well as ``from numpy.linalg import lstsq``), and in a
+    default argument of the submission's functions. The previous question's set is put back first."""
     from ._snapshot import _import
 
     for key, (space, value) in list(saved.items()):
@@ -201,8 +206,12 @@ def _forbid(names: list[str], ns: dict, saved: dict) -> None:
         def refuse(*args, _name=full, **kwargs):
             raise AssertionError(f"this question forbids {_name}")
 
-        spaces = [ns] + [vars(m) for n, m in list(sys.modules.items())
-                         if m is not None and n.split(".")[0] == "nnapprox"]
+        # the notebook, the library, and the package the name comes from: ``np.linalg.lstsq``
+        # is reached through the module ``numpy.linalg``, whose attribute then refuses too
+        roots = {"nnapprox", module.split(".")[0]}
+        spaces = [ns] + [space for n, m in list(sys.modules.items())
+                         if m is not None and n.split(".")[0] in roots
+                         and isinstance(space := getattr(m, "__dict__", None), dict)]
         for space in spaces:
             for key, value in list(space.items()):
                 if value is real:
