@@ -457,6 +457,53 @@ def test_cli_errors(tmp_path, capsys):
     assert "intro" in capsys.readouterr().out.split()
 
 
+def test_a_second_run_into_the_same_folder_refuses_unless_overwrite(tmp_path, monkeypatch, capsys):
+    """An earlier run's CSV and feedback stop a batch before anything is built or graded, with
+    a message naming --overwrite; with it the files are replaced. (Grading itself is stubbed:
+    only what happens to the output files is tested here.)"""
+    import importlib
+
+    from nnapprox.assignments.__main__ import main
+
+    grade_mod = importlib.import_module("nnapprox.assignments.grade")  # the module, not the function
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    for stem in ("ann", "bob"):
+        nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1")]), subs / f"{stem}.ipynb")
+    zip_path = tmp_path / "autograder.zip"
+    zip_path.write_bytes(b"")
+    score = {"q1": 1.0}
+    monkeypatch.setattr(grade_mod, "autograder_zip", lambda built: zip_path)
+    monkeypatch.setattr(grade_mod, "_prepare", lambda name, built, stale: {
+        "built": built, "zip": zip_path, "points": {"q1": 2.0}, "release": None, "handout": zip_path,
+        "given": [], "variant_cell": None, "forbidden": {}})
+    monkeypatch.setattr(grade_mod, "grade_submission", lambda zip_, sub, *a, **k: asg.Row(
+        sub.name, "ok", dict(score), {"q1": 2.0}))
+    out = tmp_path / "results" / "scores-intro.csv"
+    asg.grade("intro", subs, out=out, sandbox="off", build_dir=tmp_path / "build")
+    first = (out.parent / "feedback" / "ann.json").read_text()
+    assert json.loads(first)["total"] == 1.0
+    score["q1"] = 2.0  # the regrade (say after --accept) would give more
+    with pytest.raises(asg.AssignmentError, match="earlier run's results would be overwritten.*--overwrite"):
+        asg.grade("intro", subs, out=out, sandbox="off", build_dir=tmp_path / "build")
+    assert (out.parent / "feedback" / "ann.json").read_text() == first  # untouched
+    assert main(["grade", "intro", str(subs), "--out", str(out), "--sandbox", "off",
+                 "--build-dir", str(tmp_path / "build")]) == 2
+    err = capsys.readouterr().err
+    assert "--overwrite" in err and "scores-intro.csv" in err
+    # only the feedback of a submission of this batch counts: a fresh CSV name is not enough
+    with pytest.raises(asg.AssignmentError, match="feedback.*ann.json"):
+        asg.grade("intro", subs, out=out.with_name("scores-again.csv"), sandbox="off", build_dir=tmp_path / "build")
+    assert main(["grade", "intro", str(subs), "--out", str(out), "--sandbox", "off", "--overwrite",
+                 "--build-dir", str(tmp_path / "build")]) == 0
+    assert json.loads((out.parent / "feedback" / "ann.json").read_text())["total"] == 2.0
+    assert out.read_text().splitlines()[1].startswith("ann.ipynb,ann,ok,2,")
+    # another folder keeps both runs apart
+    other = tmp_path / "second" / "scores-intro.csv"
+    asg.grade("intro", subs, out=other, sandbox="off", build_dir=tmp_path / "build")
+    assert (other.parent / "feedback" / "bob.html").exists()
+
+
 def test_release_ties_the_handed_out_notebook_to_its_autograder(built, tmp_path, monkeypatch):
     import importlib
 

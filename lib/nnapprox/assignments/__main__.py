@@ -79,6 +79,9 @@ def main(argv: list[str] | None = None) -> int:
                               "the builds, masters, submissions, output and temporary folders (Linux user "
                               "namespaces). auto (default): when it works, else grade without it and say so; "
                               "on: refuse to grade without it; off: never")
+    p_grade.add_argument("--overwrite", action="store_true",
+                         help="replace an earlier run's CSV and feedback files (without it, grading refuses "
+                              "to start when they exist)")
     p_manual = sub.add_parser("collect-manual",
                               help="review pages and a points template for the hand-graded questions")
     p_manual.add_argument("name", metavar="NAME")
@@ -149,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
                          manual=args.manual, roster_csv=args.roster, timestamps=args.timestamps,
                          late_policy=args.late_policy, cell_timeout=args.cell_timeout,
                          question_timeout=args.question_timeout, accept=args.accept, sandbox=args.sandbox,
-                         notes=notes)
+                         notes=notes, overwrite=args.overwrite)
             counts = {s: sum(r.status == s for r in rows) for s in ("ok", "error", "timeout")}
             print(f"{len(rows)} submissions graded ({counts['ok']} ok, {counts['error']} error, "
                   f"{counts['timeout']} timeout): {out}; feedback in {Path(out).parent / 'feedback'}")

@@ -18,7 +18,8 @@ of the same student, how many hours late it was and the late penalty (``--deadli
 needs (flags: :mod:`.static`). With ``--roster`` each student is graded against their own
 variant. Next to the CSV, ``feedback/<submission>.{html,json}`` are for the student (hidden
 tests counted, never shown) and ``feedback/instructor/<submission>.json`` lists every test
-with its message.
+with its message. A batch refuses to start when the CSV or any of those files already exists
+(an earlier run's results, which it would overwrite), unless ``overwrite`` (``--overwrite``).
 
 With ``sandbox`` (``auto``, the default, or ``on``) the submission's kernel and its
 functions' process run in a filesystem sandbox (:mod:`._sandbox`, Linux user and mount
@@ -104,6 +105,23 @@ def sandbox_hides(paths: list[Path | str | None]) -> list[str]:
     return list(dict.fromkeys(str(p.resolve()) for p in found if p.exists()))
 
 
+def feedback_paths(out: Path | str, subs: list[Path]) -> list[Path]:
+    """The files a batch writes for ``subs`` with the CSV ``out``: the CSV, and per submission
+    ``feedback/<stem>.json``, ``.html`` and ``feedback/instructor/<stem>.json`` next to it."""
+    out = Path(out)
+    folder = out.parent / "feedback"
+    found = [out]
+    for sub in subs:
+        stem = Path(sub.name).stem
+        found += [folder / f"{stem}.json", folder / f"{stem}.html", folder / "instructor" / f"{stem}.json"]
+    return found
+
+
+def earlier_results(out: Path | str, subs: list[Path]) -> list[Path]:
+    """Those of :func:`feedback_paths` that exist already (an earlier run wrote them)."""
+    return [p for p in feedback_paths(out, subs) if p.exists()]
+
+
 def notes_path(out: Path | str) -> Path:
     """The batch's notes next to the CSV: ``scores-intro.csv`` -> ``scores-intro-notes.txt``."""
     out = Path(out)
@@ -118,7 +136,7 @@ def grade(name: str, folder: Path | str, *, timeout: float = 300.0, out: Path | 
           timestamps: Path | str | None = None, late_policy: str | None = None,
           cell_timeout: float | None = None, question_timeout: float | None = None,
           accept: list[str] | None = None, sandbox: str = "auto",
-          notes: list[str] | None = None) -> list[Row]:
+          notes: list[str] | None = None, overwrite: bool = False) -> list[Row]:
     """Grade the submissions in ``folder`` against assignment ``name``; write the CSV to ``out``
     and the feedback files to ``<out's folder>/feedback/``.
 
@@ -138,6 +156,10 @@ def grade(name: str, folder: Path | str, *, timeout: float = 300.0, out: Path | 
 
     ``accept`` lists students (IDs or file names) whose submissions the instructor has reviewed:
     their tests run even where the code's static flags would void every test (flagged as such).
+
+    With ``out``, an earlier run's CSV or feedback files for these submissions stop the batch
+    before anything is built or graded (:func:`earlier_results`); ``overwrite`` replaces them
+    (the feedback of submissions not in this batch stays).
 
     ``sandbox`` is ``auto``, ``on`` or ``off`` (see the module's text); a note for the whole
     batch (the sandbox was unavailable) is printed, appended to ``notes`` when given, and
@@ -165,6 +187,15 @@ def grade(name: str, folder: Path | str, *, timeout: float = 300.0, out: Path | 
         raise AssignmentError(str(e)) from None
     if policy != "latest" and when is None:
         raise AssignmentError(f"--late-policy {late_policy} needs --deadline")
+    subs, superseded = roster.latest_per_student(submissions_in(folder), regex, times,
+                                                 on_time_before=when if policy == "on-time" else None)
+    if out is not None and not overwrite:
+        earlier = earlier_results(out, subs)
+        if earlier:
+            shown = ", ".join(str(p) for p in earlier[:3]) + (f" and {len(earlier) - 3} more" if len(earlier) > 3 else "")
+            raise AssignmentError(f"an earlier run's results would be overwritten: {shown}. Pass --overwrite "
+                                  f"(overwrite=True) to replace them, or --out a CSV in another folder to keep "
+                                  f"both runs (the feedback goes next to the CSV)")
     batch_notes: list[str] = []
     boxed = False
     if sandbox != "off":  # probed once for the batch, before anything is built or graded
@@ -177,8 +208,6 @@ def grade(name: str, folder: Path | str, *, timeout: float = 300.0, out: Path | 
             batch_notes.append(f"the filesystem sandbox was unavailable ({why}): the students' code ran "
                                f"with your user's file access (it could read the solutions and hidden tests)")
             print(f"note: {batch_notes[-1]}", file=sys.stderr, flush=True)
-    subs, superseded = roster.latest_per_student(submissions_in(folder), regex, times,
-                                                 on_time_before=when if policy == "on-time" else None)
     hand: dict[str, dict[str, float]] = {}
     hand_possible: dict[str, float] = {}
     comments: dict[str, str] = {}
