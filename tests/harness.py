@@ -202,7 +202,7 @@ def run_chapter(
     limit = timeout if timeout is not None else 2 * result.budget * sharing(threads)
     cell_limit = cell_timeout if cell_timeout is not None else limit
     cmd = [sys.executable, "-m", "papermill", str(source_nb), str(out_nb), "--cwd", str(path.parent),
-           "--kernel", "python3", "--no-progress-bar",
+           "--kernel", "python3", "--no-progress-bar", "--start-timeout", "180",  # busy machines
            "--execution-timeout", str(int(cell_limit)), "--log-output" if os.environ.get("NNAPPROX_LOG_OUTPUT") else "--no-log-output"]
     for key, value in params.items():
         cmd += ["-y", json.dumps({key: value})]

@@ -157,6 +157,13 @@ def timed_out(stored: dict) -> bool:
     return error.startswith(("timed out after", "a cell ran past the per-cell timeout"))
 
 
+def never_started(run: dict) -> bool:
+    """Whether a run ended before its kernel answered (nbclient's start-up time limit on a busy
+    machine): no cell of the chapter ran and no claim was computed, so it is no result at all.
+    It is not reused, and a validation block runs it again instead of recording it."""
+    return not run.get("claims") and "Kernel didn't respond in" in (run.get("error") or "")
+
+
 def stored_run(path: Path, seed: int, key: str | None = None) -> dict | None:
     """The stored run of ``path`` at ``seed`` if it is still valid: same sources, not timed out."""
     out = SWEEP / path.stem / f"seed-{seed}.json"
@@ -166,7 +173,7 @@ def stored_run(path: Path, seed: int, key: str | None = None) -> dict | None:
         stored = json.loads(out.read_text())
     except json.JSONDecodeError:  # cut short by a crash before the atomic write existed
         return None
-    if stored.get("key") == (key or source_key(path)) and not timed_out(stored):
+    if stored.get("key") == (key or source_key(path)) and not timed_out(stored) and not never_started(stored):
         return stored
     return None
 
@@ -395,8 +402,19 @@ def validate(paths: list[Path], *, jobs: int = 1, executor: str = "local", clust
                              f"and freeze it again (tests/lock.py write) before validating")
         block = claims_lock.next_block(lock, chapter)
         runs = []
-        for seed, r in zip(block, run_many([(path, seed) for seed in block], jobs=jobs, executor=executor,
-                                           cluster=cluster)):
+        results = run_many([(path, seed) for seed in block], jobs=jobs, executor=executor, cluster=cluster)
+        # a seed whose kernel never started computed nothing: the same seed runs again, once
+        again = [i for i, r in enumerate(results) if never_started(r)]
+        if again:
+            print(f"{chapter}: the kernel did not start on seed(s) {', '.join(str(block[i]) for i in again)};"
+                  " running them again", flush=True)
+            for i, r in zip(again, run_many([(path, block[i]) for i in again], jobs=jobs, executor=executor,
+                                            cluster=cluster)):
+                results[i] = r
+        for seed, r in zip(block, results):
+            if never_started(r):
+                raise SystemExit(f"{chapter} seed {seed}: the kernel did not start twice ({r['error'].splitlines()[-1]});"
+                                 " nothing recorded; run the block again on a less busy machine")
             if r.get("key") is None:
                 raise SystemExit(f"{chapter} seed {seed}: {r['error']}\nnothing recorded; run the block again")
             diff = claims_lock.differences(lock["chapters"][chapter], r) if r["claims"] else []

@@ -130,3 +130,42 @@ def test_validation_refuses_a_chapter_changed_since_its_lock(tmp_path, monkeypat
     with pytest.raises(SystemExit, match="changed since its design was frozen"):
         seeds.validate([chapter])
     assert not ran  # refused before any run started
+
+
+def test_a_seed_whose_kernel_never_started_runs_again_before_recording(tmp_path, monkeypatch):
+    import seeds
+
+    chapter = tmp_path / "demo.md"
+    chapter.write_text("# demo\n")
+    entry = lock.chapter_entry([dict(_record(s), key="k") for s in range(3)], "x")
+    chapters = {"demo": entry}
+    data = {"chapters": chapters, "validation": [], "history": [
+        {"date": "2026-12-01", "chapters": ["demo"], "reason": "r", "after_failed_run": False,
+         "digest": lock.digest(chapters)}]}
+    monkeypatch.setattr(seeds.claims_lock, "load", lambda: copy.deepcopy(data))
+    monkeypatch.setattr(seeds, "source_key", lambda path: "k")
+    saved = []
+    monkeypatch.setattr(seeds.claims_lock, "save", lambda d: saved.append(d))
+    dead = {"key": "k", "ok": False, "claims": [], "wall_seconds": 60.0,
+            "error": "RuntimeError: Kernel didn't respond in 60 seconds"}
+    assert seeds.never_started(dead) and not seeds.never_started(dict(dead, claims=[{"name": "a"}]))
+    calls = []
+
+    def run_many(jobs_list, **kw):
+        calls.append([seed for _, seed in jobs_list])
+        if len(calls) == 1:  # the first pass: seed 11's kernel does not start
+            return [dict(dead) if seed == 11 else dict(_record(seed), key="k", ok=True, error="", wall_seconds=1.0)
+                    for _, seed in jobs_list]
+        return [dict(_record(seed), key="k", ok=True, error="", wall_seconds=1.0) for _, seed in jobs_list]
+
+    monkeypatch.setattr(seeds, "run_many", run_many)
+    assert seeds.validate([chapter]) == 0
+    assert calls == [list(range(10, 20)), [11]]  # the same seed again, no other
+    event = saved[-1]["validation"][-1]
+    assert event["seeds"] == list(range(10, 20)) and event["held_on_every_seed"]
+    calls.clear()
+    saved.clear()
+    monkeypatch.setattr(seeds, "run_many", lambda jobs_list, **kw: calls.append(1) or [dict(dead) for _ in jobs_list])
+    with pytest.raises(SystemExit, match="did not start twice"):
+        seeds.validate([chapter])
+    assert not saved  # nothing recorded
