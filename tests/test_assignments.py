@@ -551,7 +551,7 @@ def test_hand_graded_questions_are_collected_and_their_points_merged(built, tmp_
     assert "s01_icl.ipynb,s01" in (tmp_path / "manual" / "manual-icl-key.csv").read_text()
     with pytest.raises(asg.AssignmentError, match="line 2, column q4: '' is not a number"):
         manual.read_points("icl", csv_path)
-    lines = csv_path.read_text().splitlines()  # columns: submission, label, student_id, q4, q7, comment
+    lines = csv_path.read_text().splitlines()  # submission_file (empty), review_label, student_id, q4, q7, comment
     lines[1] = lines[1].replace(",S01,,,,", ",S01,,1.5,2,")
     lines[2] = lines[2].replace(",S02,,,,", ",S02,,3,0,")
     csv_path.write_text("\n".join(lines) + "\n")

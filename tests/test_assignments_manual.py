@@ -83,9 +83,11 @@ def test_each_answer_is_collected_under_its_own_question(students, name, tmp_pat
     last_page = (tmp_path / "manual" / f"manual-{name}-{questions[-1].name}.html").read_text()
     assert f"data:image/png;base64,{PIXEL}" in last_page
     assert (tmp_path / "manual" / "mathjax" / "tex-chtml.js").exists()
-    # the template is keyed by label only; the key maps back to the files
+    # the template is keyed by label only (no file, no student); the key maps back to the files
     rows = list(csv.DictReader(csv_path.open()))
-    assert [r["submission"] for r in rows] == ["S01", "S02"] and all(not r["student_id"] for r in rows)
+    assert list(rows[0])[:3] == ["submission_file", "review_label", "student_id"]
+    assert [r["review_label"] for r in rows] == ["S01", "S02"]
+    assert all(not r["student_id"] and not r["submission_file"] for r in rows)
     for r in rows:
         for q in questions:
             r[q.name] = str(q.points / 2)
@@ -117,6 +119,47 @@ def test_collect_chooses_files_as_grade_does(students, tmp_path):
     csv_path = manual.collect(name, subs, tmp_path / "manual", timestamps=times)
     with open(csv_path, newline="") as f:
         rows = list(csv.DictReader(f))
-    assert [(r["submission"], r["student_id"]) for r in rows] == [("bob02_final.ipynb", "bob02")]
+    assert [(r["submission_file"], r["review_label"], r["student_id"]) for r in rows] == [
+        ("bob02_final.ipynb", "bob02_final.ipynb", "bob02")]
     with pytest.raises(asg.AssignmentError, match="needs --deadline"):
         manual.collect(name, subs, tmp_path / "m2", late_policy="on-time")
+
+
+def test_points_files_round_trip_by_file_or_label_and_read_the_old_columns(tmp_path):
+    """``submission_file`` names the student's file, ``review_label`` the name on the review
+    pages: a filled template is read back by file (plain) or through the key (anonymised), and
+    a template written before the columns were renamed (``submission``, ``label``) still reads."""
+    name = NAMES[0]
+    questions = manual.manual_questions(name)
+    qs = [q.name for q in questions]
+    half = [f"{q.points / 2:g}" for q in questions]
+    want = {q.name: q.points / 2 for q in questions}
+
+    def write(path, header, rows):
+        with path.open("w", newline="") as f:
+            writer = csv.writer(f)
+            writer.writerow(header)
+            writer.writerows(rows)
+        return path
+
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    csv_path = write(plain / f"manual-{name}.csv", [*manual.COLUMNS, *qs, "comment"],
+                     [["ann_x.ipynb", "ann_x.ipynb", "ann", *half, "Good."]])
+    assert manual.read_points(name, csv_path) == {"ann_x.ipynb": want}
+    assert manual.read_comments(name, csv_path) == {"ann_x.ipynb": "Good."}
+    anon = tmp_path / "anon"
+    anon.mkdir()
+    write(anon / f"manual-{name}-key.csv", list(manual.KEY_COLUMNS), [["S01", "ann_x.ipynb", "ann"]])
+    csv_path = write(anon / f"manual-{name}.csv", [*manual.COLUMNS, *qs, "comment"], [["", "S01", "", *half, ""]])
+    assert manual.read_points(name, csv_path) == {"ann_x.ipynb": want}
+    old = tmp_path / "old"
+    old.mkdir()
+    write(old / f"manual-{name}-key.csv", ["label", "submission", "student_id"], [["S01", "ann_x.ipynb", "ann"]])
+    csv_path = write(old / f"manual-{name}.csv", ["submission", "label", "student_id", *qs, "comment"],
+                     [["S01", "S01", "", *half, "Old."]])
+    assert manual.read_points(name, csv_path) == {"ann_x.ipynb": want}
+    assert manual.read_comments(name, csv_path) == {"ann_x.ipynb": "Old."}
+    bad = write(tmp_path / f"manual-{name}.csv", ["file", *qs], [["x", *half]])
+    with pytest.raises(asg.AssignmentError, match="needs the columns submission_file, review_label"):
+        manual.read_points(name, bad)

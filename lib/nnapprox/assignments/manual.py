@@ -4,8 +4,9 @@
 question of assignment ``NAME`` (``manual: true`` in its master), one HTML page with the
 question, the reference answer and every submission's answer below it (optionally
 anonymised: submissions are then shown as ``S01, S02, ...`` and the key is written to a
-separate file), plus ``manual-NAME.csv``: one row per submission, one empty column per
-hand-graded question, and a comment column. The grader fills in the points;
+separate file), plus ``manual-NAME.csv``: one row per submission (:data:`COLUMNS`: the
+student's file, the label the pages show, the student), one empty column per hand-graded
+question, and a comment column. The grader fills in the points;
 ``python -m nnapprox.assignments grade NAME SUBMISSIONS/ --manual manual-NAME.csv`` adds them
 to the totals.
 
@@ -59,6 +60,15 @@ def manual_questions(name: str) -> list[ManualQuestion]:
             (reference if in_solution else prompt).append(cell.source)
     return out
 
+
+#: the first columns of ``manual-NAME.csv``: ``submission_file`` is the student's file as
+#: handed in (``alice_intro.ipynb``; empty with ``--anonymise``, where only the key file names
+#: it), ``review_label`` the name the review pages show that submission under (``S01`` with
+#: ``--anonymise``, else the file name again), ``student_id`` the student (empty with
+#: ``--anonymise``). The question columns and ``comment`` follow.
+COLUMNS = ("submission_file", "review_label", "student_id")
+#: the columns of ``manual-NAME-key.csv`` (written with ``--anonymise``): label to file and student
+KEY_COLUMNS = ("review_label", "submission_file", "student_id")
 
 BEGIN, END = "<!-- BEGIN QUESTION -->", "<!-- END QUESTION -->"
 PLACEHOLDER = "_Type your answer here, replacing this text._"
@@ -199,9 +209,11 @@ def collect(name: str, folder: Path | str, out: Path | str, *, anonymise: bool =
     Each student's file is chosen as ``grade`` chooses it, from the same ``id_regex``,
     ``timestamps`` CSV, ``deadline`` and ``late_policy``: pass the same options to both.
 
-    With ``anonymise`` the pages and the template show labels ``S01, S02, ...`` only (the
-    template's ``submission`` column holds the label); the key from labels to files and IDs
-    is ``manual-NAME-key.csv``, which :func:`read_points` reads back.
+    The template's columns are :data:`COLUMNS`, one per question, and ``comment``. With
+    ``anonymise`` the pages and the template show labels ``S01, S02, ...`` only (the
+    template's ``submission_file`` and ``student_id`` are empty, its ``review_label`` holds
+    the label); the key from labels to files and IDs is ``manual-NAME-key.csv``
+    (:data:`KEY_COLUMNS`), which :func:`read_points` reads back.
     """
     from .grade import submissions_in
 
@@ -238,15 +250,15 @@ def collect(name: str, folder: Path | str, out: Path | str, *, anonymise: bool =
     csv_path = out / f"manual-{name}.csv"
     with open(csv_path, "w", newline="") as f:
         writer = csv.writer(f)
-        writer.writerow(["submission", "label", "student_id", *(q.name for q in questions), "comment"])
+        writer.writerow([*COLUMNS, *(q.name for q in questions), "comment"])
         for s in subs:
             sid = "" if anonymise else roster.submission_student(s, regex)
-            writer.writerow([labels[s] if anonymise else s.name, labels[s], sid, *([""] * len(questions)), ""])
+            writer.writerow(["" if anonymise else s.name, labels[s], sid, *([""] * len(questions)), ""])
     key = out / f"manual-{name}-key.csv"
     if anonymise:
         with open(key, "w", newline="") as f:
             writer = csv.writer(f)
-            writer.writerow(["label", "submission", "student_id"])
+            writer.writerow(list(KEY_COLUMNS))
             for s in subs:
                 writer.writerow([labels[s], s.name, roster.submission_student(s, regex)])
     elif key.exists():
@@ -255,12 +267,24 @@ def collect(name: str, folder: Path | str, out: Path | str, *, anonymise: bool =
 
 
 def _key(path: Path, name: str) -> dict[str, str]:
-    """Label -> submission file from ``manual-NAME-key.csv`` next to the points file (empty without one)."""
+    """Label -> submission file from ``manual-NAME-key.csv`` next to the points file (empty
+    without one); the columns ``label, submission`` of earlier versions are read too."""
     key = path.parent / f"manual-{name}-key.csv"
     if not key.exists():
         return {}
     with open(key, newline="") as f:
-        return {row["label"]: row["submission"] for row in csv.DictReader(f)}
+        return {row.get("review_label", row.get("label", "")): row.get("submission_file", row.get("submission", ""))
+                for row in csv.DictReader(f)}
+
+
+def _file_of(row: dict, key: dict[str, str]) -> str:
+    """The submission file a row of ``manual-NAME.csv`` grades: its ``submission_file``, else
+    (anonymised) the file its ``review_label`` stands for in the key. A template of earlier
+    versions (columns ``submission``, ``label``) is read as it was written."""
+    if (row.get("submission_file") or "").strip():
+        return row["submission_file"].strip()
+    label = (row.get("review_label") if "review_label" in row else row.get("submission")) or ""
+    return key.get(label.strip(), label.strip())
 
 
 def read_comments(name: str, path: Path | str) -> dict[str, str]:
@@ -268,7 +292,7 @@ def read_comments(name: str, path: Path | str) -> dict[str, str]:
     path = Path(path)
     key = _key(path, name)
     with open(path, newline="") as f:
-        return {key.get(row["submission"], row["submission"]): row["comment"].strip()
+        return {_file_of(row, key): row["comment"].strip()
                 for row in csv.DictReader(f) if (row.get("comment") or "").strip()}
 
 
@@ -286,9 +310,11 @@ def read_points(name: str, path: Path | str) -> dict[str, dict[str, float]]:
     key = _key(path, name)
     with open(path, newline="") as f:
         reader = csv.DictReader(f)
-        missing = [c for c in ("submission", *questions) if c not in (reader.fieldnames or [])]
+        fields = reader.fieldnames or []
+        named = [c for c in ("submission_file", "review_label", "submission") if c in fields]
+        missing = ([] if named else ["submission_file (or review_label)"]) + [q for q in questions if q not in fields]
         if missing:
-            raise AssignmentError(f"{path} needs the columns submission, {', '.join(questions)} "
+            raise AssignmentError(f"{path} needs the columns {', '.join(COLUMNS)}, {', '.join(questions)} "
                                   f"(as collect-manual writes them); missing: {', '.join(missing)}")
         for i, row in enumerate(reader, start=2):
             entry = {}
@@ -302,5 +328,5 @@ def read_points(name: str, path: Path | str) -> dict[str, dict[str, float]]:
                 if not 0 <= value <= top:
                     raise AssignmentError(f"{path}, line {i}, column {q}: {value:g} is outside 0 to {top:g} points")
                 entry[q] = value
-            points[key.get(row["submission"], row["submission"])] = entry
+            points[_file_of(row, key)] = entry
     return points
