@@ -118,6 +118,29 @@ def test_amp_is_stuck_in_the_hard_phase():
     assert p_easy["n_fixed_points"] == 1 and p_easy["mmse_amp"] == p_easy["mmse_bayes"]
 
 
+def test_amp_from_an_informed_start_and_soft_thresholding():
+    g = torch.Generator().manual_seed(1)
+    A, x, y = M.sample_instances(4, 800, 0.46, 0.3, 1e-4, generator=g)
+    fp = sorted(float(v) for v in M.bg_mmse(M.se_fixed_points(0.46, 0.3, 1e-4), 0.3))
+    from_zero = float(((M.amp(A, y, 0.3, 30)[-1] - x) ** 2).mean())
+    informed = float(((M.amp(A, y, 0.3, 30, x0=x)[-1] - x) ** 2).mean())
+    assert abs(math.log10(from_zero / fp[-1])) < 0.3 and abs(math.log10(informed / fp[0])) < 0.3
+    # the first iterate from x0 is the denoiser at x0 + A^T (y - A x0), with no Onsager memory
+    r = x + torch.einsum("bnd,bn->bd", A, y - torch.einsum("bnd,bd->bn", A, x))
+    tau2 = ((y - torch.einsum("bnd,bd->bn", A, x)) ** 2).mean(1, keepdim=True)
+    torch.testing.assert_close(M.amp(A, y, 0.3, 1, x0=x)[1], M.bg_denoiser(r, tau2, 0.3)[0])
+    eta, deta = M.soft_denoiser(torch.tensor([-3.0, -0.5, 0.5, 3.0], **f64), 1.0, 1.0)
+    torch.testing.assert_close(eta, torch.tensor([-2.0, 0.0, 0.0, 2.0], **f64))
+    torch.testing.assert_close(deta, torch.tensor([1.0, 0.0, 0.0, 1.0], **f64))
+    # the Lasso's AMP has one fixed point: both starts end at the same error
+    lasso = [float(((M.amp(A, y, 0.3, 60, x0=x0, alpha=1.0)[-1] - x) ** 2).mean()) for x0 in (None, x)]
+    assert lasso[1] == pytest.approx(lasso[0], rel=0.05) and lasso[0] > 100 * fp[0]
+    with pytest.raises(ValueError, match="x0 must have shape"):
+        M.amp(A, y, 0.3, 2, x0=x[:, :3])
+    with pytest.raises(ValueError, match="alpha must be"):
+        M.amp(A, y, 0.3, 2, alpha=0.0)
+
+
 def test_bad_input_is_refused_before_any_work():
     g = torch.Generator().manual_seed(0)
     A, _, y = M.sample_instances(2, 5, 1.0, 0.2, 0.1, generator=g)

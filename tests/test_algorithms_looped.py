@@ -135,6 +135,19 @@ def test_reference_errors_least_squares_beats_ridge_noiseless():
     assert ref["least_squares"].shape == (2,) and ref["least_squares"].max() < 1e-10
 
 
+def test_one_gradient_step_reference_is_least_squares_in_eta():
+    s, g = _small(sigma=0.1)
+    X, y, xq, yq = lp.sample_prompts(2, 40, s, g, dtype=D64)
+    ref = lp.reference_errors(X, y, xq, yq, 0.1)
+    R, B, N, d = X.shape
+    a = torch.einsum("rbnd,rbn->rbd", X, y)[:, :, None, :].mul(xq).sum(-1) / N  # (R, B, Q)
+    for r in range(R):
+        etas = torch.linspace(0.0, 3.0, 3001, dtype=D64)
+        grid = ((etas[:, None] * a[r].reshape(-1) - yq[r].reshape(-1)) ** 2).mean(1)
+        assert float(ref["gd_one_step"][r]) <= float(grid.min()) + 1e-12  # the best eta
+        assert float(ref["gd_one_step"][r]) >= float(grid.min()) - 1e-4
+
+
 def test_extrapolation_ratio():
     e = torch.tensor([[4.0, 1.0], [2.0, 1.0], [3.0, 1.0], [1.0, 5.0]])
     torch.testing.assert_close(lp.extrapolation_ratio(e, 2, 2), torch.tensor([0.5, 5.0]))

@@ -191,15 +191,31 @@ def sample_instances(
     return A, x, y
 
 
+def soft_denoiser(
+    r: Float[Tensor, "*shape"], tau2: float | Tensor, alpha: float
+) -> tuple[Float[Tensor, "*shape"], Float[Tensor, "*shape"]]:
+    r"""Soft thresholding at :math:`\alpha\tau`, :math:`\eta(r) = \mathrm{sign}(r)(|r| -
+    \alpha\tau)_+`, and :math:`\eta'(r) = 1\{|r| > \alpha\tau\}`: AMP with it solves the Lasso
+    (``donoho2009message``), the convex alternative to the Bayes denoiser."""
+    theta = alpha * torch.as_tensor(tau2, dtype=r.dtype, device=r.device).sqrt()
+    return torch.sign(r) * torch.relu(r.abs() - theta), (r.abs() > theta).to(r.dtype)
+
+
 def amp(
     A: Float[Tensor, "batch n d"], y: Float[Tensor, "batch n"], eps: float, n_iter: int,
     tau2: Float[Tensor, " T"] | None = None, onsager: bool = True,
+    x0: Float[Tensor, "batch d"] | None = None, alpha: float | None = None,
 ) -> Float[Tensor, "T_plus_one batch d"]:
-    r"""AMP iterates :math:`x^0 = 0, \dots, x^T` with the Bayes denoiser.
+    r"""AMP iterates :math:`x^0, \dots, x^T` with the Bayes denoiser.
 
     ``tau2``: the noise levels :math:`\tau_t^2` the denoiser assumes (e.g. from
     :func:`state_evolution`); ``None`` estimates them as :math:`\|z^t\|^2/n`.
     ``onsager=False`` drops the Onsager term (the foil: iterative thresholding).
+    ``x0``: the start (default :math:`0`), with :math:`z^0 = y - Ax^0`; state evolution then
+    starts at :math:`\tau_0^2 = \sigma^2 + \|x^0 - x\|^2/(n)`, so an *informed* start near
+    :math:`x` follows the recursion from a small :math:`\tau_0^2`. ``alpha``: soft thresholding
+    at :math:`\alpha\tau_t` (:func:`soft_denoiser`, the Lasso's AMP) instead of the Bayes
+    denoiser.
     """
     if A.ndim != 3 or y.shape != A.shape[:2] or n_iter < 1:
         raise ValueError(f"need A (batch, n, d), y (batch, n), n_iter >= 1; got "
@@ -208,14 +224,18 @@ def amp(
         raise ValueError(f"tau2 must be a positive vector of shape ({n_iter},)")
     if not 0.0 < eps < 1.0:
         raise ValueError(f"need 0 < eps < 1, got {eps}")
+    if x0 is not None and x0.shape != (A.shape[0], A.shape[2]):
+        raise ValueError(f"x0 must have shape (batch, d) = {(A.shape[0], A.shape[2])}, got {tuple(x0.shape)}")
+    if alpha is not None and not (alpha > 0 and math.isfinite(alpha)):
+        raise ValueError(f"alpha must be a finite number > 0, got {alpha}")
     n, d = A.shape[1], A.shape[2]
-    x = torch.zeros(A.shape[0], d, dtype=A.dtype, device=A.device)
-    z = y.clone()
+    x = torch.zeros(A.shape[0], d, dtype=A.dtype, device=A.device) if x0 is None else x0.to(A)
+    z = y - torch.einsum("bnd,bd->bn", A, x)
     out = [x]
     for t in range(n_iter):
         t2 = (z**2).mean(1, keepdim=True) if tau2 is None else tau2[t].to(A)
         r = x + torch.einsum("bnd,bn->bd", A, z)  # effective observation x + tau Z
-        x, deta = bg_denoiser(r, t2, eps)
+        x, deta = bg_denoiser(r, t2, eps) if alpha is None else soft_denoiser(r, t2, alpha)
         z_new = y - torch.einsum("bnd,bd->bn", A, x)
         z = z_new + (d / n) * z * deta.mean(1, keepdim=True) if onsager else z_new
         out.append(x)

@@ -229,7 +229,10 @@ def reference_errors(
     X: Float[Tensor, "runs batch N d"], y: Float[Tensor, "runs batch N"],
     x_query: Float[Tensor, "runs batch Q d"], y_query: Float[Tensor, "runs batch Q"], sigma: float,
 ) -> dict[str, Float[Tensor, " runs"]]:
-    r"""Test MSE of least squares and of Bayes ridge, :math:`\lambda = \sigma^2 d / N`.
+    r"""Test MSE of least squares, of Bayes ridge, :math:`\lambda = \sigma^2 d / N`, and of one
+    step of gradient descent from :math:`w = 0` with the step size best on these prompts
+    (``"gd_one_step"``: :math:`\hat y = \eta^\ast x^\top X^\top y/N`, :math:`\eta^\ast` the
+    least-squares fit of :math:`y` on :math:`x^\top X^\top y/N` over all queries of a run).
 
     (:math:`\lambda = \sigma^2/(N s^2)` for the prior :math:`w\sim\mathcal N(0, s^2 I_d)`,
     :math:`s^2 = 1/d`.) One prompt per query; shape ``(runs,)`` each.
@@ -241,7 +244,11 @@ def reference_errors(
     xq, yq = x_query.double().reshape(R * B * Q, d), y_query.double().reshape(R * B * Q)
     out = {"least_squares": bl.least_squares(Xf, yf, xq),
            "ridge": bl.ridge(Xf, yf, xq, lam=sigma ** 2 * d / N)}
-    return {k: (v - yq).pow(2).reshape(R, B * Q).mean(1) for k, v in out.items()}
+    errors = {k: (v - yq).pow(2).reshape(R, B * Q).mean(1) for k, v in out.items()}
+    a = (torch.einsum("knd,kn->kd", Xf, yf) / N * xq).sum(-1).reshape(R, B * Q)  # x^T X^T y / N
+    eta = (a * yq.reshape(R, B * Q)).sum(1, keepdim=True) / a.pow(2).sum(1, keepdim=True)
+    errors["gd_one_step"] = (eta * a - yq.reshape(R, B * Q)).pow(2).mean(1)
+    return errors
 
 
 def extrapolation_experiment(
