@@ -387,6 +387,14 @@ def validate(paths: list[Path], *, jobs: int = 1, executor: str = "local", clust
         chapter = path.stem
         if chapter not in lock["chapters"]:
             raise SystemExit(f"{chapter}: not in the lock; freeze its design first (tests/lock.py write)")
+        # first: a chapter edited since its lock is not the validated revision, whatever
+        # the lock says of that revision
+        locked_source = lock["chapters"][chapter].get("source")
+        current = source_key(path) if locked_source is not None else None
+        if current != locked_source:
+            raise SystemExit(f"{chapter}: the chapter or its library changed since its design was frozen "
+                             f"(source {current}, locked {locked_source}); rerun the design seeds "
+                             f"and freeze it again (tests/lock.py write) before validating")
         done = claims_lock.validated(lock, chapter)
         if done is not None:
             print(f"{chapter:<12} revision {done['revision']} was validated on seeds {done['seeds'][0]}-"
@@ -394,12 +402,6 @@ def validate(paths: list[Path], *, jobs: int = 1, executor: str = "local", clust
                   f"{'held on every seed' if done['held_on_every_seed'] else 'FAILED'}; not rerun")
             failed += [] if done["held_on_every_seed"] else [chapter]
             continue
-        locked_source = lock["chapters"][chapter].get("source")
-        current = source_key(path) if locked_source is not None else None
-        if current != locked_source:
-            raise SystemExit(f"{chapter}: the chapter or its library changed since its design was frozen "
-                             f"(source {current}, locked {locked_source}); rerun the design seeds "
-                             f"and freeze it again (tests/lock.py write) before validating")
         block = claims_lock.next_block(lock, chapter)
         runs = []
         results = run_many([(path, seed) for seed in block], jobs=jobs, executor=executor, cluster=cluster)

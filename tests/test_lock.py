@@ -130,6 +130,12 @@ def test_validation_refuses_a_chapter_changed_since_its_lock(tmp_path, monkeypat
     with pytest.raises(SystemExit, match="changed since its design was frozen"):
         seeds.validate([chapter])
     assert not ran  # refused before any run started
+    # also when the locked revision was validated already: the edited chapter is not that revision
+    data["validation"].append({"chapter": "demo", "revision": lock.revision(entry), "seeds": list(range(10, 20)),
+                               "date": "2026-11-28", "held_on_every_seed": True, "failures": []})
+    with pytest.raises(SystemExit, match="changed since its design was frozen"):
+        seeds.validate([chapter])
+    assert not ran
 
 
 def test_a_seed_whose_kernel_never_started_runs_again_before_recording(tmp_path, monkeypatch):
