@@ -98,7 +98,9 @@ def test_each_answer_is_collected_under_its_own_question(students, name, tmp_pat
         writer.writerows(rows)
     points = manual.read_points(name, csv_path)
     assert set(points) == {"s01.ipynb", "s02.ipynb"}
-    assert manual.read_comments(name, csv_path) == {"s01.ipynb": "Clear argument."}
+    key = {r["review_label"]: r["submission_file"]
+           for r in csv.DictReader((tmp_path / "manual" / f"manual-{name}-key.csv").open())}
+    assert manual.read_comments(name, csv_path) == {key["S01"]: "Clear argument."}
 
 
 def test_collect_chooses_files_as_grade_does(students, tmp_path):
@@ -163,3 +165,12 @@ def test_points_files_round_trip_by_file_or_label_and_read_the_old_columns(tmp_p
     bad = write(tmp_path / f"manual-{name}.csv", ["file", *qs], [["x", *half]])
     with pytest.raises(asg.AssignmentError, match="needs the columns submission_file, review_label"):
         manual.read_points(name, bad)
+
+
+def test_anonymised_labels_do_not_follow_the_file_names():
+    from pathlib import Path
+
+    subs = [Path(f"{c}{i:02d}_intro.ipynb") for i, c in enumerate("abcdefghijkl")]
+    order = manual._shuffled("intro", subs)
+    assert sorted(order) == sorted(subs) and order != sorted(subs, key=lambda p: p.name)
+    assert manual._shuffled("intro", list(reversed(subs))) == order  # stable for the batch

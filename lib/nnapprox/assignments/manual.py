@@ -201,6 +201,18 @@ def _copy_mathjax(out: Path) -> str:
             "<script defer src='mathjax/tex-chtml.js'></script>")
 
 
+def _shuffled(name: str, subs: list[Path]) -> list[Path]:
+    """``subs`` in a random order seeded by the assignment and the batch's file names: the same
+    on every run of the same batch, unrelated to the names' order."""
+    import hashlib
+    import random
+
+    seed = hashlib.sha256("\n".join([name, *sorted(s.name for s in subs)]).encode()).digest()
+    order = sorted(subs, key=lambda s: s.name)
+    random.Random(seed).shuffle(order)
+    return order
+
+
 def collect(name: str, folder: Path | str, out: Path | str, *, anonymise: bool = False,
             id_regex: str | None = None, timestamps: Path | str | None = None,
             deadline: str | None = None, late_policy: str | None = None) -> Path:
@@ -210,9 +222,10 @@ def collect(name: str, folder: Path | str, out: Path | str, *, anonymise: bool =
     ``timestamps`` CSV, ``deadline`` and ``late_policy``: pass the same options to both.
 
     The template's columns are :data:`COLUMNS`, one per question, and ``comment``. With
-    ``anonymise`` the pages and the template show labels ``S01, S02, ...`` only (the
-    template's ``submission_file`` and ``student_id`` are empty, its ``review_label`` holds
-    the label); the key from labels to files and IDs is ``manual-NAME-key.csv``
+    ``anonymise`` the pages and the template show labels ``S01, S02, ...`` only, given in a
+    random order (seeded by the batch's file names, so stable from run to run). The
+    template's ``submission_file`` and ``student_id`` are then empty, its ``review_label``
+    holds the label, and the key from labels to files and IDs is ``manual-NAME-key.csv``
     (:data:`KEY_COLUMNS`), which :func:`read_points` reads back.
     """
     from .grade import submissions_in
@@ -233,6 +246,8 @@ def collect(name: str, folder: Path | str, out: Path | str, *, anonymise: bool =
                                         on_time_before=when if policy == "on-time" else None)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
+    if anonymise:  # labels in an order that does not follow the file names (alice01 is not S01)
+        subs = _shuffled(name, subs)
     labels = {s: (f"S{i + 1:02d}" if anonymise else s.name) for i, s in enumerate(subs)}
     cells = {s: answer_cells(s, len(questions), [q.prompt for q in questions]) for s in subs}
     script = _copy_mathjax(out)
