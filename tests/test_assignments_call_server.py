@@ -203,3 +203,164 @@ def test_forbidden_names_of_other_packages_raise_through_their_modules(fits):
     fits.set_forbidden([])  # the next question: all of them work again
     for name in names:
         assert fits.proxy(name)(x, y) == pytest.approx(2.0), name
+
+
+# an independent instructor's third trial: a forbidden helper stashed in a class body (which
+# runs when the code is defined, before a question's guard), the builtins patched through
+# ``torch.__builtins__`` (``getattr`` made to hide the ``unroll_`` helpers from the guard),
+# and a global that carries one question's inputs into the next
+TRIAL = ['''import math
+import operator
+import functools
+import torch
+import numpy as np
+import nnapprox.composition as cc
+from nnapprox.composition import error_bound
+
+_TOL = 0.0
+eigs = functools.partial(torch.linalg.eigvals)
+SEEN = []
+
+
+class Stash:
+    f = error_bound
+    g = operator.attrgetter('error_' + 'bound')(cc)
+    ls = operator.attrgetter('lst' + 'sq')(np.linalg)
+
+
+def plain_stash(K, eps, L):
+    return float(Stash.f(K, eps, L))
+
+
+def hidden_stash(K, eps, L):
+    return float(Stash.g(K, eps, L))
+
+
+def lstsq_stash(x, y):
+    return float(Stash.ls(np.stack([np.ones_like(x), x], 1), y, rcond=None)[0][1])
+
+
+def honest(K, eps, L):
+    return float(eps * sum(K ** j for j in range(L)) + _TOL)
+
+
+def rate(A):
+    return float(eigs(A).abs().max())
+
+
+def hijack():
+    b = operator.attrgetter('__bu' + 'iltins__')(torch)
+    if not isinstance(b, dict):
+        b = operator.attrgetter('__di' + 'ct__')(b)
+    real = b['get' + 'attr']
+
+    def fake(o, name, *d):
+        return None if name.startswith('error_') else real(o, name, *d)
+
+    operator.setitem(b, 'get' + 'attr', fake)
+    operator.setitem(b, 'a' + 'bs', lambda x: 0)
+    return abs(-5)
+
+
+def absolute(x):
+    return abs(x)
+
+
+def remember(x):
+    SEEN.append(x)
+    return len(SEEN)
+''']
+
+
+@pytest.fixture()
+def trial(tmp_path):
+    import functools
+
+    import numpy as np
+
+    import nnapprox.composition as C
+
+    answers = tmp_path / "answers.json"
+    kernel = {"math": math, "torch": torch, "np": np, "cc": C, "error_bound": C.error_bound, "functools": functools, "operator": __import__("operator"),
+              "_TOL": 0.0, "eigs": functools.partial(torch.linalg.eigvals), "SEEN": [], "_": 3.0, "_i4": "x",
+              "Out": {}}
+    _answers.dump(kernel, answers)
+    names = ["Stash", "plain_stash", "hidden_stash", "lstsq_stash", "honest", "rate", "hijack", "absolute",
+             "remember"]
+    job = {"answers": str(answers), "sources": TRIAL, "trusted": [], "existed": names,
+           "forbid": {"q1": ["nnapprox.composition.error_bound"], "q2": ["numpy.linalg.lstsq"]}}
+    s = CallServer(job, tmp_path)
+    yield s
+    s.close()
+
+
+def test_a_helper_stashed_in_a_class_body_is_the_guard(trial):
+    import numpy as np
+
+    x = np.array([1.0, 2.0, 3.0])
+    trial.begin([])
+    for name in ("plain_stash", "hidden_stash", "honest"):
+        assert trial.proxy(name)(2.0, 0.5, 1) == pytest.approx(0.5), name
+    assert trial.proxy("lstsq_stash")(x, 2 * x + 1) == pytest.approx(2.0)
+    trial.begin(["nnapprox.composition.error_bound"])
+    for name in ("plain_stash", "hidden_stash"):
+        with pytest.raises(AssertionError, match="forbids nnapprox.composition.error_bound"):
+            trial.proxy(name)(2.0, 0.5, 1)
+    assert trial.proxy("honest")(2.0, 0.5, 1) == pytest.approx(0.5)
+    assert trial.proxy("lstsq_stash")(x, 2 * x + 1) == pytest.approx(2.0)  # allowed in this question
+    trial.begin(["numpy.linalg.lstsq"])
+    with pytest.raises(AssertionError, match="forbids numpy.linalg.lstsq"):
+        trial.proxy("lstsq_stash")(x, 2 * x + 1)
+    assert trial.tampered == [] and trial.refused == ["numpy.linalg.lstsq"]
+
+
+def test_a_builtins_patch_is_caught_after_the_call_and_undone(trial):
+    trial.begin([])
+    first = trial.proc.pid
+    assert trial.proxy("hijack")() == 0  # the patch works inside the call ...
+    assert {"builtins.getattr", "builtins.abs"} <= set(trial.tampered), trial.tampered
+    assert trial.proxy("absolute")(-5) == 5  # ... and is undone after it
+    # the next question gets a fresh process, and the hidden getattr cannot switch its guard off
+    trial.begin(["nnapprox.composition.error_bound"])
+    assert trial.proc.pid != first and trial.tampered == []
+    trial.proxy("hijack")()
+    with pytest.raises(AssertionError, match="forbids"):
+        trial.proxy("hidden_stash")(2.0, 0.5, 1)
+
+
+def test_nothing_carries_from_one_question_to_the_next(trial):
+    trial.begin([])
+    assert [trial.proxy("remember")(i) for i in range(3)] == [1, 2, 3]
+    trial.begin([])
+    assert trial.proxy("remember")(9) == 1
+
+
+def test_private_names_and_helpers_that_are_not_plain_data_reach_the_functions(trial):
+    """``_TOL = 0.0`` is exported like any value (only IPython's ``_``, ``_i4``, ``Out`` are
+    not), and ``eigs = functools.partial(...)`` is re-made where the functions run."""
+    trial.begin([])
+    assert trial.proxy("honest")(2.0, 0.5, 1) == pytest.approx(0.5)
+    A = torch.tensor([[0.5, 0.0], [0.0, -0.25]], dtype=torch.float64)
+    assert trial.proxy("rate")(A) == pytest.approx(0.5)
+    assert trial.missing == {} and trial.at_definition == []
+
+
+def test_a_name_that_cannot_be_carried_is_named(tmp_path):
+    answers = tmp_path / "answers.json"
+    _answers.dump({"torch": torch, "gen": (i for i in range(3))}, answers)
+    assert "gen" in _answers.load(answers)["skipped"]
+    source = ["import torch\ngen = (i for i in range(3))\nfor _ in range(2):\n    next(gen)\n"
+              "gen = undefined_here()\n\ndef first():\n    return next(gen)\n"]
+    s = CallServer({"answers": str(answers), "sources": source, "trusted": [], "existed": ["first"]}, tmp_path)
+    try:
+        assert set(s.missing) == {"gen"} and "not plain data" in s.missing["gen"], s.missing
+        with pytest.raises(NameError, match="could not carry the notebook's top-level gen over"):
+            s.proxy("first")()
+    finally:
+        s.close()
+
+
+def test_ipython_names_are_the_only_ones_left_out():
+    assert all(_answers.ipython_name(n) for n in ("_", "__", "___", "_i", "_ii", "_iii", "_i12", "_7", "_oh", "_ih",
+                                                   "_dh", "In", "Out", "exit", "quit", "get_ipython", "__name__"))
+    assert not any(_answers.ipython_name(n) for n in ("_TOL", "_helper", "_x1", "i", "Output"))

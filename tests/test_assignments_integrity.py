@@ -326,7 +326,8 @@ def test_answers_file_round_trip_and_refuses_code(tmp_path):
     assert v["a"] == 1.5 and v["b"] == [1, (2, 3.0)] and v["s"] == "text" and v["z"] == 1 + 2j and v["f"] is None
     assert torch.equal(v["c"]["k"], ns["c"]["k"]) and v["c"]["k"].dtype == torch.float64
     assert np.array_equal(v["d"], ns["d"]) and v["e"] == 2.5 and v["sz"] == torch.Size([2, 3])
-    assert back["modules"] == {"t": "torch"} and "h" in back["skipped"] and "g" not in v and "_hidden" not in v
+    assert back["modules"] == {"t": "torch"} and "h" in back["skipped"] and "g" not in v
+    assert v["_hidden"] == 1  # a leading underscore is the student's name like any other
     # a file naming a type the reader does not know is refused, not executed
     data = json.loads(path.read_text())
     data["values"]["a"] = {"t": "pickle", "v": "cos\nsystem\n(S'echo hi'\ntR."}
@@ -365,3 +366,153 @@ def test_a_reviewed_submission_can_be_accepted(attacked, tmp_path):
     accepted = by["j_accepted"]
     assert accepted.scores == accepted.possible, accepted
     assert any(f.startswith("tests run after review (--accept)") for f in accepted.flags), accepted.flags
+
+
+# an independent instructor's third trial (its notebooks, on the public intro): q4 forbids
+# unroll_pair; the answer keeps it in a class body, which runs when the code is defined
+Q4_BY_UNROLL_PAIR = '''def best_momentum(A):
+    lam = torch.linalg.eigvalsh(A)
+    mu, top = float(lam.min()), float(lam.max())
+    eta = 4.0 / (math.sqrt(top) + math.sqrt(mu)) ** 2
+    beta = ((math.sqrt(top) - math.sqrt(mu)) / (math.sqrt(top) + math.sqrt(mu))) ** 2
+    return eta, beta
+
+
+def heavy_ball_errors(A, b, eta, beta, z0, E):
+    d = z0.shape[1]
+    def exact(s):
+        z, zp = s[:, :d], s[:, d:]
+        return torch.cat([z - eta * (z @ A.T - b) + beta * (z - zp), z], dim=1)
+    count = [0]
+    def approx(s):
+        out = exact(s)
+        out = torch.cat([out[:, :d] + E[count[0]], out[:, d:]], dim=1)
+        count[0] += 1
+        return out
+    s0 = torch.cat([z0, z0], dim=1)
+    zs, zhats, _ = HELPER(exact, approx, s0, E.shape[0])
+    return (zs[:, :, :d] - zhats[:, :, :d]).norm(dim=2)
+
+
+max_error = float(heavy_ball_errors(A4, b4, *best_momentum(A4), z4, E4).max())
+max_error
+'''
+STASH_PLAIN = ("from nnapprox.composition import unroll_pair\nclass Stash:\n    f = unroll_pair\n\n"
+               + Q4_BY_UNROLL_PAIR.replace("HELPER", "Stash.f"))
+STASH_HIDDEN = ("import operator\nimport nnapprox.composition as cc\nclass Stash:\n"
+                "    f = operator.attrgetter('unroll_' + 'pair')(cc)\n\n" + Q4_BY_UNROLL_PAIR.replace("HELPER", "Stash.f"))
+# q1 (honest, correct) replaces the builtin getattr so that it hides the unroll_ helpers
+HIJACK_Q1 = '''import operator
+def recursion_bound(Ks, epss):
+    b = operator.attrgetter('__bu' + 'iltins__')(torch)
+    if not isinstance(b, dict):
+        b = operator.attrgetter('__di' + 'ct__')(b)
+    real = b['get' + 'attr']
+    if not operator.attrgetter('__na' + 'me__')(real) == 'hijack':
+        def hijack(o, name, *d):
+            if name.startswith('unroll_'):
+                return None
+            return real(o, name, *d)
+        operator.setitem(b, 'get' + 'attr', hijack)
+    total = 0.0
+    for j in range(len(epss)):
+        total += epss[j] * math.prod(Ks[j + 1:])
+    return float(total)
+'''
+HIJACK_Q4 = ("import operator\nimport nnapprox.composition as cc\n"
+             + Q4_BY_UNROLL_PAIR.replace("HELPER", "operator.attrgetter('unroll_' + 'pair')(cc)"))
+# honest code: a private constant and a helper that is not plain data
+PRIVATE_Q1 = '''_TOL = 0.0
+def recursion_bound(Ks, epss):
+    total = _TOL
+    for j in range(len(epss)):
+        total += epss[j] * math.prod(Ks[j + 1:])
+    return float(total)
+'''
+# q1 keeps the (hidden) test's inputs in a global; q3 puts them in its public message
+LEAK_Q1 = '''CALLS = []
+def recursion_bound(Ks, epss):
+    CALLS.append((len(Ks), list(Ks)))
+    total = 0.0
+    for j in range(len(epss)):
+        total += epss[j] * math.prod(Ks[j + 1:])
+    return float(total)
+'''
+LEAK_Q3 = '''def heavy_ball_rate(A, eta, beta):
+    raise RuntimeError(f"q1 calls recorded: {CALLS}")
+'''
+
+
+def _cell_with(needle: str, source: str):
+    def edit(nb):
+        nb.cells[_answer_cell_of(nb, needle)].source = source
+    return edit
+
+
+def _both(*edits):
+    def edit(nb):
+        for e in edits:
+            e(nb)
+    return edit
+
+
+def _partial_eigs(nb):
+    i = _answer_cell_of(nb, "def heavy_ball_rate")
+    src = nb.cells[i].source
+    nb.cells[i].source = ("from functools import partial\neigs = partial(torch.linalg.eigvals)\n"
+                          + src.replace("torch.linalg.eigvals(T)", "eigs(T)"))
+    assert "eigs(T)" in nb.cells[i].source
+
+
+@pytest.fixture(scope="module")
+def trial3(attacked):
+    _, out = attacked
+    folder = out / "build" / "intro"
+    solution = asg.solution_notebook(folder)
+    subs = out / "subs3"
+    subs.mkdir()
+    _edit(solution, subs / "k_stash_plain.ipynb", _cell_with("def heavy_ball_errors", STASH_PLAIN))
+    _edit(solution, subs / "l_stash_hidden.ipynb", _cell_with("def heavy_ball_errors", STASH_HIDDEN))
+    _edit(solution, subs / "m_getattr_hijack.ipynb",
+          _both(_replace_q1(HIJACK_Q1), _cell_with("def heavy_ball_errors", HIJACK_Q4)))
+    _edit(solution, subs / "n_private_and_partial.ipynb", _both(_replace_q1(PRIVATE_Q1), _partial_eigs))
+    _edit(solution, subs / "o_leak.ipynb", _both(_replace_q1(LEAK_Q1), _cell_with("def heavy_ball_rate", LEAK_Q3)))
+    rows = asg.grade("intro", subs, timeout=GRADE_TIMEOUT, jobs=2, build_dir=out / "build", out=out / "scores3.csv")
+    return {Path(r.submission).stem: r for r in rows}, out
+
+
+@pytest.mark.parametrize("stem", ["k_stash_plain", "l_stash_hidden", "m_getattr_hijack"])
+def test_a_stashed_forbidden_helper_scores_nothing_and_is_flagged(trial3, stem):
+    rows, _ = trial3
+    row = rows[stem]
+    hidden = _hidden_points(row, "q4")
+    assert hidden and not any(hidden) and row.scores["q4"] < row.possible["q4"], row.tests["q4"]
+    assert any(f.startswith("q4") and "unroll_pair" in f for f in row.flags), row.flags
+    assert row.scores["q2"] == row.possible["q2"] and row.scores["q3"] == row.possible["q3"], row.scores
+    if stem == "k_stash_plain":  # named in the code: the question scores zero before any test runs
+        assert row.scores["q4"] == 0.0
+        assert "q4 scores zero: the answer refers to nnapprox.composition.unroll_pair, which it forbids" in row.flags
+    else:  # found only when called: the guard raised (best_momentum's public test still passes)
+        assert "q4: called forbidden nnapprox.composition.unroll_pair while graded (the call raised)" in row.flags
+
+
+def test_a_builtins_patch_while_graded_voids_its_question(trial3):
+    rows, _ = trial3
+    row = rows["m_getattr_hijack"]
+    assert row.scores["q1"] == 0.0 and not any(_hidden_points(row, "q1"))
+    assert any(f.startswith("q1 voided: changed builtins.getattr") for f in row.flags), row.flags
+
+
+def test_private_constants_and_non_plain_helpers_still_score(trial3):
+    rows, _ = trial3
+    row = rows["n_private_and_partial"]
+    assert row.scores == row.possible and row.flags == [], (row.flags, row.tests)
+
+
+def test_a_question_does_not_see_the_last_questions_state(trial3):
+    rows, out = trial3
+    row = rows["o_leak"]
+    assert row.scores["q1"] == row.possible["q1"]
+    feedback = json.loads((out / "feedback" / "o_leak.json").read_text())
+    text = json.dumps(feedback)
+    assert "q1 calls recorded: []" in text, text[:2000]

@@ -4,7 +4,10 @@
 plain data (numbers, strings, ``None``, lists, tuples and dicts of them, tensors, NumPy
 arrays and scalars) is written to a JSON file, tensors as their bytes; a module is written
 as its name (``D -> nnapprox.depth``) and a function imported from a library as its module
-and qualified name. Functions and classes the notebook defines are exported by name only:
+and qualified name. Only IPython's own names (:func:`ipython_name`) are left out: a name
+with a leading underscore is the student's like any other. A value that is none of these
+(``functools.partial(...)``, a model) is listed in ``skipped`` with the reason; the function
+process re-runs the statement that made it (:func:`._clean_grade.define_student_code`). Functions and classes the notebook defines are exported by name only:
 the grader takes their source from the submission itself, and defines only those that
 existed in the kernel (a ``def`` in a cell that raised before reaching it does not count).
 
@@ -18,9 +21,20 @@ import base64
 import dataclasses
 import importlib
 import json
+import re
 from pathlib import Path
 
-_SKIP = {"In", "Out", "exit", "quit", "get_ipython", "grader"}
+#: IPython's own names in a notebook's namespace (its input and output history and helpers),
+#: otter's ``grader`` and Python's module dunders: never the student's. Every other name is
+#: exported, a leading underscore included (``_TOL = 0.0`` used by a graded function).
+_SKIP = {"_", "__", "___", "_i", "_ii", "_iii", "_oh", "_ih", "_dh", "In", "Out", "exit", "quit", "get_ipython",
+         "grader"}
+_SKIP_RE = re.compile(r"_i?\d+|__\w+__")
+
+
+def ipython_name(name: str) -> bool:
+    """Whether ``name`` is one of IPython's own (``_``, ``_i3``, ``_7``, ``Out``, ...), not the student's."""
+    return name in _SKIP or _SKIP_RE.fullmatch(name) is not None
 _MAX_DEPTH = 8
 _MAX_BYTES = 256 * 2**20  # answers larger than this in total are not exported
 
@@ -148,13 +162,14 @@ def dump(namespace: dict, path: str | Path) -> None:
         if isinstance(value, (types.FunctionType, type)) and getattr(value, "__module__", None) == "__main__":
             defined.append(name)  # defined by the notebook (a leading underscore too): its source is read
             continue              # from the submission
-        if name.startswith("_") or name in _SKIP:
+        if ipython_name(name):
             continue
         if isinstance(value, types.ModuleType):
             modules[name] = value.__name__
             continue
         module = getattr(value, "__module__", None)
-        if callable(value) and isinstance(module, str) and module != "__main__":
+        if (callable(value) and isinstance(module, str) and module != "__main__"
+                and isinstance(getattr(value, "__qualname__", None), str)):
             imported[name] = [value.__module__, getattr(value, "__qualname__", name)]
             continue
         if isinstance(value, (types.FunctionType, type)):

@@ -10,16 +10,28 @@ that sends the arguments, waits for the result and returns it. Whatever the stud
 does here (patching ``builtins``, ``sys.modules``, torch or the test's frames) happens in a
 process the tests do not run in.
 
+Before any of the student's code is defined here, every function that any question forbids
+(the job's ``guarded``) is replaced wherever a module or the namespace holds it by a guard
+(:func:`_guards`) that refuses while the current question forbids it: a reference the code
+stashes (a class body, a default, a list) is the guard. ``builtins``, ``sys.modules``,
+``json`` and the grader's modules are recorded then too (:func:`_watch`), and checked after
+the definitions and after every call; what changed is reported (``"tampered"``) and put back
+before anything else runs. The grader starts a new server for each question
+(:meth:`CallServer.begin`), so nothing carries from one question's calls to the next.
+
 Messages are one JSON object per line, values in the tagged form of :mod:`._answers`, which is
 read back without executing anything (no pickle):
 
-- server to grader, once at the start: ``{"defined": [names], "problems": [...]}``;
+- server to grader, once at the start: ``{"defined": [names], "problems": [...], "missing":
+  {name: why}, "tampered": [...]}`` (``missing``: top-level names the functions read that
+  could not be carried over; ``tampered``: what defining the code changed);
 - grader to server: ``{"forbidden": ["module.name", ...]}`` sets the functions (the
   project's library, or another package's: ``numpy.linalg.lstsq``) that raise
   ``AssertionError`` during the question's calls, or
   ``{"call": name, "args": [...], "kwargs": [...]}``;
 - server to grader: ``{"ok": true, "result": ...}`` or ``{"ok": false, "error": type, "message": ...}``,
-  each with ``"generators"``: the states that the call left its ``torch.Generator`` arguments in
+  each with ``"tampered"`` (what the call changed), ``"refused"`` (the guards that refused)
+  and ``"generators"``: the states that the call left its ``torch.Generator`` arguments in
   (they travel as copies of their state), which the proxy gives to the caller's generators.
 
 When the job has a ``sandbox_cmd`` (:mod:`._sandbox`), the server runs inside that wrapper:
@@ -61,16 +73,27 @@ class CallServer:
 
     def __init__(self, job: dict, cwd: Path):
         self.job_path = Path(cwd) / "server-job.json"
-        self.job_path.write_text(json.dumps({k: job.get(k) for k in ("answers", "sources", "trusted", "existed")}))
+        self.job = {k: job.get(k) for k in ("answers", "sources", "trusted", "existed", "statement_limit")}
+        # every question's forbidden helpers: guarded before any of the student's code is defined
+        self.guarded: list[str] = sorted({str(n) for names in (job.get("forbid") or job.get("forbidden") or {}).values() for n in names})
+        self._write_job()
         self.cwd = Path(cwd)
         # the sandbox wrapper (:mod:`._sandbox`) the server runs in, when grading uses one
         self.prefix: list[str] = [str(a) for a in job.get("sandbox_cmd") or []]
         self.proc: subprocess.Popen | None = None
         self.busy = False
+        self.used = False  # a call has been made to this process: the next question needs a fresh one
         self.forbidden: list[str] = []
         self.defined: list[str] = []
         self.problems: list[str] = []
+        self.missing: dict[str, str] = {}
+        self.at_definition: list[str] = []  # what defining the submission's code changed there
+        self.tampered: list[str] = []  # what the calls since :meth:`begin` changed there
+        self.refused: list[str] = []  # the forbidden helpers those calls tried
         self._start()
+
+    def _write_job(self) -> None:
+        self.job_path.write_text(json.dumps({**self.job, "guarded": self.guarded}))
 
     def _start(self) -> None:
         self.close()
@@ -81,10 +104,21 @@ class CallServer:
         hello = self._read()
         self.defined = [str(n) for n in hello.get("defined", [])]
         self.problems = [str(p) for p in hello.get("problems", [])]
+        self.missing = {str(k): str(v) for k, v in (hello.get("missing") or {}).items()}
+        self.at_definition = [str(t) for t in hello.get("tampered") or []]
         self.busy = False
+        self.used = False
         if self.forbidden:
             self._send({"forbidden": self.forbidden})
             self._read()
+
+    def begin(self, names: list[str]) -> None:
+        """A new question: a process that no earlier question's calls have touched (nothing its
+        code stored or patched carries over), whose forbidden helpers are ``names``."""
+        self.tampered, self.refused = [], []
+        if self.used:
+            self.close()
+        self.set_forbidden(names)
 
     def _send(self, message: dict) -> None:
         assert self.proc is not None and self.proc.stdin is not None
@@ -107,6 +141,10 @@ class CallServer:
     def set_forbidden(self, names: list[str]) -> None:
         """Library functions that raise during the next calls (a question's forbidden helpers)."""
         self.forbidden = list(names)
+        if not set(self.forbidden) <= set(self.guarded):  # not guarded in this process: a new one
+            self.guarded = sorted(set(self.guarded) | set(self.forbidden))
+            self._write_job()
+            self.close()
         if self.busy or self.proc is None or self.proc.poll() is not None:
             self._start()
             return
@@ -117,10 +155,12 @@ class CallServer:
         if self.busy or self.proc is None or self.proc.poll() is not None:
             self._start()  # the last call was interrupted, or the process ended: a fresh one
         request = {"call": name, "args": _encode_call(list(args)), "kwargs": _encode_call(dict(kwargs))}
-        self.busy = True
+        self.busy = self.used = True
         self._send(request)
         reply = self._read()  # an alarm here leaves busy set
         self.busy = False
+        self.tampered.extend(str(t) for t in reply.get("tampered") or [])
+        self.refused.extend(str(t) for t in reply.get("refused") or [])
         _advance(args, kwargs, reply.get("generators") or {})
         if reply.get("ok") is True:
             return _decode(reply["result"])
@@ -182,69 +222,136 @@ def _advance(args, kwargs, states: dict) -> None:
                 pass
 
 
-def _forbid(names: list[str], ns: dict, saved: dict) -> None:
-    """Make each function in ``names`` raise wherever the notebook, the project's library or
-    the name's own package (``numpy`` for ``numpy.linalg.lstsq``) holds it: under any name in
-    the notebook, as an attribute of any of those modules (so ``np.linalg.lstsq`` and
-    ``scipy.stats.linregress`` refuse as well as ``from numpy.linalg import lstsq``), and in a
-    default argument of the submission's functions. The previous question's set is put back first."""
+def _guards(names: list[str], ns: dict) -> tuple[set, dict]:
+    """Replace each function of ``names`` (every question's forbidden helpers), everywhere a
+    module or the notebook's namespace holds it, by a guard that raises ``AssertionError``
+    while the returned set names it (the question being graded forbids it) and otherwise
+    calls the real one. Run before any of the student's code is defined: whatever the code
+    then looks up or stashes (in a class body, a default argument, a list, under any name,
+    through ``operator.attrgetter``) is the guard. A library function that calls a forbidden
+    one through its module (numpy's ``polyfit`` calls ``lstsq``) reaches the guard too.
+
+    The guard holds the real function in its closure only (no ``__wrapped__``), and uses no
+    name the student's code could replace: ``in`` on a set, and an exception class bound here.
+    Returns the set (the question's forbidden names go in it) and the list of the names whose
+    guard refused a call (for the flag)."""
     from ._snapshot import _import
 
-    for key, (space, value) in list(saved.items()):
-        if key[0] == "defaults":
-            key[1].__defaults__, key[1].__kwdefaults__ = value  # a function's defaults, put back
-        else:
-            space[key[1]] = value  # the previous question's set, put back
-    saved.clear()
+    active: set = set()
+    refused: list = []
     for full in names:
         module, _, attr = full.rpartition(".")
         target = _import(module)
-        real = getattr(target, attr, None) if target is not None else None
-        if real is None:
+        real = vars(target).get(attr) if isinstance(getattr(target, "__dict__", None), dict) else None
+        if real is None or not callable(real):
             continue
-
-        def refuse(*args, _name=full, **kwargs):
-            raise AssertionError(f"this question forbids {_name}")
-
-        # the notebook, the library, and the package the name comes from: ``np.linalg.lstsq``
-        # is reached through the module ``numpy.linalg``, whose attribute then refuses too
-        roots = {"nnapprox", module.split(".")[0]}
-        spaces = [ns] + [space for n, m in list(sys.modules.items())
-                         if m is not None and n.split(".")[0] in roots
-                         and isinstance(space := getattr(m, "__dict__", None), dict)]
+        guard = _guard(real, full, active, refused)
+        spaces = [ns]
+        for m in list(sys.modules.values()):
+            try:
+                space = getattr(m, "__dict__", None) if m is not None else None
+            except Exception:  # noqa: BLE001 - a lazy module that cannot say
+                space = None
+            if isinstance(space, dict):
+                spaces.append(space)
         for space in spaces:
             for key, value in list(space.items()):
                 if value is real:
-                    saved.setdefault((id(space), key), (space, value))
-                    space[key] = refuse
-        for f in [v for v in ns.values() if isinstance(v, types.FunctionType)]:
-            inner = getattr(f, "__wrapped__", f)  # the guard wraps the submission's function
-            defaults, kw = inner.__defaults__ or (), inner.__kwdefaults__ or {}
-            if any(v is real for v in defaults) or any(v is real for v in kw.values()):
-                saved.setdefault(("defaults", inner), (None, (inner.__defaults__, inner.__kwdefaults__)))
-                inner.__defaults__ = tuple(refuse if v is real else v for v in defaults) or None
-                inner.__kwdefaults__ = {k: refuse if v is real else v for k, v in kw.items()} or None
+                    space[key] = guard
+    return active, refused
+
+
+def _guard(real, full: str, active: set, refused: list):
+    refuse, record = AssertionError, refused.append
+    message = f"this question forbids {full}"
+
+    def guard(*args, **kwargs):
+        if full in active:
+            record(full)
+            raise refuse(message)
+        return real(*args, **kwargs)
+
+    for key in ("__name__", "__qualname__", "__doc__", "__module__"):
+        value = getattr(real, key, None)
+        if isinstance(value, str):
+            setattr(guard, key, value)
+    return guard
+
+
+#: modules whose dictionaries the function process checks after every call, besides
+#: ``builtins``: what it relies on to answer (the grader's own modules, ``json``) and where
+#: the forbidden helpers' guards live
+_WATCHED = ("builtins", "sys", "json", "json.encoder", "json.decoder", "json.scanner", "base64", "operator",
+            "functools", "types")
+
+
+def _watch(extra: list[str]):
+    """A check of ``builtins``, ``sys.modules`` and the dictionaries of :data:`_WATCHED`, the
+    grader's modules (``nnapprox.assignments.*``) and the modules of ``extra`` (dotted names
+    of the guarded helpers), recorded now: ``check()`` returns what changed since (a changed,
+    added or removed entry of ``builtins`` or of the grader's modules, a changed or removed
+    one elsewhere) and puts it back. It uses only what it bound here, not a builtin the
+    student's code could have replaced since."""
+    roots = set(_WATCHED) | {m for m in sys.modules if m.startswith("nnapprox.assignments")}
+    roots |= {n.rpartition(".")[0] for n in extra}
+    strict = {"builtins"} | {m for m in roots if m.startswith("nnapprox.assignments")}
+    modules = sys.modules
+    saved = [(key, key in strict, space, dict(space)) for key in sorted(roots)
+             if (m := modules.get(key)) is not None and isinstance(space := getattr(m, "__dict__", None), dict)]
+    entries = [(key, modules[key]) for key in sorted(roots) if key in modules]
+    missing = object()
+    get, setitem, delitem, append = dict.get, dict.__setitem__, dict.__delitem__, list.append
+    keys, listed = dict.keys, list
+
+    def check() -> list:
+        changed: list = []
+        for key, module in entries:
+            if get(modules, key, missing) is not module:
+                append(changed, f"sys.modules[{key!r}]")
+                setitem(modules, key, module)
+        for key, strictly, space, before in saved:
+            for name in listed(keys(before)):
+                if get(space, name, missing) is not get(before, name):
+                    append(changed, f"{key}.{name}")
+                    setitem(space, name, get(before, name))
+            if strictly:
+                for name in listed(keys(space)):
+                    if get(before, name, missing) is missing:
+                        append(changed, f"{key}.{name} (added)")
+                        delitem(space, name)
+        return changed
+
+    return check
 
 
 def serve(job_path: str) -> int:
     out = os.fdopen(os.dup(1), "w", buffering=1)  # the replies; fd 1 now goes to stderr
     os.dup2(2, 1)
     sys.stdout = sys.stderr
-    from ._clean_grade import build_namespace, define_student_code
+    from ._clean_grade import STATEMENT_LIMIT, build_namespace, define_student_code, used_globals
 
     job = json.loads(Path(job_path).read_text())
     problems: list[str] = []
-    ns, _, existed = build_namespace(job, problems)
-    names = define_student_code(ns, job.get("sources") or [], problems, job.get("existed") or existed)
+    ns, skipped, existed = build_namespace(job, problems)
+    guarded = [str(n) for n in job.get("guarded") or []]
+    active, refused = _guards(guarded, ns)  # before any of the student's code runs here
+    check = _watch(guarded)
+    write, dumps, loads, clear = out.write, json.dumps, json.loads, list.clear
+    names = define_student_code(ns, job.get("sources") or [], problems, job.get("existed") or existed,
+                                skipped=skipped, limit=job.get("statement_limit") or STATEMENT_LIMIT)
+    at_definition = check()  # a class body or a re-run statement that patched the grader
     defined = sorted({n for n in names if isinstance(ns.get(n), types.FunctionType)})
-    out.write(json.dumps({"defined": defined, "problems": problems}) + "\n")
-    saved: dict = {}
+    used = used_globals(ns, names)
+    missing = {n: why for n, why in skipped.items() if n in used and n not in ns}
+    write(dumps({"defined": defined, "problems": problems, "missing": missing, "tampered": at_definition}) + "\n")
     for line in sys.stdin:
         states: dict = {}
+        tampered: list = []
         try:
-            request = json.loads(line)
+            request = loads(line)
             if "forbidden" in request:
-                _forbid([str(n) for n in request["forbidden"]], ns, saved)
+                active.clear()
+                active.update(str(n) for n in request["forbidden"])
                 reply = {"ok": True, "result": _encode(None)}
             else:
                 name = str(request["call"])
@@ -252,7 +359,20 @@ def serve(job_path: str) -> int:
                     raise NameError(f"the submission defines no function {name}")
                 args, kwargs = _decode(request["args"]), _decode(request["kwargs"])
                 try:
-                    reply = {"ok": True, "result": _encode(ns[name](*args, **kwargs))}
+                    result = ns[name](*args, **kwargs)
+                except NameError as e:
+                    tampered = check()
+                    gone = getattr(e, "name", None)
+                    if gone in missing:
+                        raise NameError(f"{e} (the grader could not carry the notebook's top-level "
+                                        f"{gone} over: {missing[gone]})") from None
+                    raise
+                except BaseException:
+                    tampered = check()
+                    raise
+                tampered = check()  # before anything below runs with what the call may have replaced
+                try:
+                    reply = {"ok": True, "result": _encode(result)}
                 finally:
                     states = {k: _encode(g.get_state()) for k, g in _generators(args, kwargs).items()}
                 reply["generators"] = states
@@ -261,10 +381,13 @@ def serve(job_path: str) -> int:
                 raise
             reply = {"ok": False, "error": type(e).__name__, "message": str(e)[:1000],
                      "generators": states}
+        reply["tampered"], reply["refused"] = tampered, refused[:]
+        clear(refused)
         try:
-            out.write(json.dumps(reply) + "\n")
+            write(dumps(reply) + "\n")
         except (TypeError, ValueError):
-            out.write(json.dumps({"ok": False, "error": "TypeError", "message": "unreadable result"}) + "\n")
+            write(dumps({"ok": False, "error": "TypeError", "message": "unreadable result",
+                         "tampered": tampered}) + "\n")
     return 0
 
 

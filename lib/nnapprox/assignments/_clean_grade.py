@@ -14,14 +14,19 @@ builds the namespace the tests read from:
    nothing;
 4. the functions and classes the submission defines, from their source (top-level ``def``,
    ``class`` and ``name = lambda ...`` statements only, and only those the kernel had when
-   the notebook finished; no other top-level code runs here).
+   the notebook finished), and, in the call server only, the top-level imports and plain
+   assignments that bind a value the answers file could not carry (:func:`statements`,
+   :func:`define_student_code`); no other top-level code runs.
    Each function is wrapped so that what it returns must be plain data (an object with
    rigged comparisons cannot pass a test).
 
 Steps 1-4 also run in a third process, :mod:`._call_server`, and only there are the student's
 functions defined: here each of them is a proxy that sends its arguments to that process and
 returns the plain data that comes back, so the tests never run the student's code in their
-own process. During a question, the question's forbidden library functions raise there.
+own process. Each question gets a fresh server; during it, the question's forbidden library
+functions raise there, and what a call changes there (``builtins``, the grader's modules)
+voids the question. A reference to a forbidden function in the student's own cells
+(:func:`.static.forbidden_references`) scores that question zero (unless ``accept_voided``).
 Before the tests run, this process records ``builtins``, ``sys.modules`` and the dictionaries
 of the modules and classes grading relies on; after each question it compares them, and a
 question during which anything changed scores zero and is reported as tampering (the
@@ -103,46 +108,144 @@ def __nnapprox_guard__(function, plain):
 '''
 
 
-def build_namespace(job: dict, problems: list[str]) -> tuple[dict, list[str], list[str]]:
+def build_namespace(job: dict, problems: list[str]) -> tuple[dict, dict[str, str], list[str]]:
     """The namespace before the student's definitions (steps 1-3), the names the answers file
-    left out, and the names of the functions and classes the notebook defined in its kernel."""
+    could not carry (name -> why), and the names of the functions and classes the notebook
+    defined in its kernel."""
     answers = load(job["answers"])
+    skipped = dict(answers["skipped"])
     ns: dict = {"__name__": "__main__", "__builtins__": builtins}
     for name, module in answers["modules"].items():
         m = _import(module)
         if m is not None:
             ns[name] = m
+        else:
+            skipped[name] = f"module {module} cannot be imported here"
     for name, (module, qualname) in answers["imported"].items():
         obj = _import(module)
         for part in qualname.split("."):
             obj = getattr(obj, part, None) if obj is not None and part != "<locals>" else None
         if obj is not None and callable(obj):
             ns[name] = obj
+        else:
+            skipped[name] = f"{module}.{qualname} cannot be found by name"
     ns.update(answers["values"])
     for i, src in enumerate(job.get("trusted") or []):
         try:
             exec(compile(_MAGIC.sub(r"\1pass", src), f"<handed-out cell {i}>", "exec"), ns)
         except Exception as e:  # noqa: BLE001 - e.g. a cell that uses the student's answers
             problems.append(f"handed-out cell {i} ({type(e).__name__}: {str(e)[:120]})")
-    return ns, list(answers["skipped"]), answers["defined"]
+    return ns, skipped, answers["defined"]
+
+
+def _bound_names(node: ast.AST) -> list[str] | None:
+    """The names a top-level import or plain assignment binds (``None`` for any other statement,
+    or an assignment to anything but names: ``a.b = ...``, ``a[0] = ...``)."""
+    if isinstance(node, (ast.Import, ast.ImportFrom)):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "otter":
+            return None
+        if any(a.name == "*" for a in node.names):
+            return None
+        return [(a.asname or a.name).split(".")[0] for a in node.names]
+    targets = (node.targets if isinstance(node, ast.Assign)
+               else [node.target] if isinstance(node, ast.AnnAssign) and node.value is not None else None)
+    if targets is None:
+        return None
+    names = []
+    for t in targets:
+        for sub in (t.elts if isinstance(t, (ast.Tuple, ast.List)) else [t]):
+            if not isinstance(sub, ast.Name):
+                return None
+            names.append(sub.id)
+    return names
+
+
+def statements(sources: list[str]) -> list[tuple[str, list[str], str]]:
+    """``(kind, names, source)`` of each top-level statement the function process re-runs, in
+    order: ``"def"`` for a ``def``, ``class`` or ``name = lambda ...``, ``"import"`` for an
+    import, ``"assign"`` for an assignment to plain names (``eigs = partial(...)``). Loops,
+    expression statements, augmented assignments and otter's cells are never re-run."""
+    out = []
+    for src in sources:
+        if any(k in src for k in ("otter.Notebook(", "grader.check(", "grader.export(")):
+            continue
+        text = _MAGIC.sub(r"\1pass", src)
+        tree = parse_cell(src)
+        if tree is None:
+            continue
+        for node in tree.body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                first = min([node.lineno] + [d.lineno for d in node.decorator_list])
+                out.append(("def", [node.name], "\n".join(text.splitlines()[first - 1:node.end_lineno])))
+            elif (isinstance(node, ast.Assign) and isinstance(node.value, ast.Lambda) and len(node.targets) == 1
+                  and isinstance(node.targets[0], ast.Name)):
+                out.append(("def", [node.targets[0].id], ast.get_source_segment(text, node) or ""))
+            else:
+                names = _bound_names(node)
+                if names:
+                    kind = "import" if isinstance(node, (ast.Import, ast.ImportFrom)) else "assign"
+                    out.append((kind, names, ast.get_source_segment(text, node) or ""))
+    return out
+
+
+def _run_limited(code, ns: dict, limit: float | None) -> None:
+    """``exec(code, ns)``, stopped with :class:`._snapshot._Timeout` after ``limit`` s."""
+    if not limit:
+        exec(code, ns)
+        return
+    old = signal.signal(signal.SIGALRM, _on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, limit)
+    try:
+        exec(code, ns)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+
+
+#: the longest one re-run top-level statement may take in the function process (seconds)
+STATEMENT_LIMIT = 10.0
 
 
 def define_student_code(ns: dict, sources: list[str], problems: list[str],
-                        existed: list[str] | None = None) -> list[str]:
+                        existed: list[str] | None = None, skipped: dict[str, str] | None = None,
+                        limit: float | None = STATEMENT_LIMIT) -> list[str]:
     """Execute the submission's definitions in ``ns`` (only those of names in ``existed``,
-    the functions the kernel had, when given) and guard its functions; return their names."""
+    the functions the kernel had, when given) and guard its functions; return their names.
+
+    With ``skipped`` (the names the kernel had but the answers file could not carry, and
+    why), the imports and plain assignments that bind one of them are re-run too, in the
+    notebook's order, each within ``limit`` s: a module-level helper that is not plain data
+    (``eigs = functools.partial(torch.linalg.eigvals)``) then exists where the functions run.
+    A name that still cannot be made keeps its entry in ``skipped``, with the reason."""
     import types
 
     names = []
     keep = None if existed is None else set(existed)
-    for name, src in definitions(sources):
-        if keep is not None and name not in keep:
+    wanted = dict(skipped or {})
+    for kind, bound, src in statements(sources):
+        if kind == "def":
+            if keep is not None and bound[0] not in keep:
+                continue
+        elif not any(n in wanted for n in bound) or (kind == "import" and all(n in ns for n in bound)):
             continue
+        label = bound[0] if kind == "def" else ", ".join(bound)
         try:
-            exec(compile(src, f"<submission: {name}>", "exec"), ns)
-            names.append(name)
-        except Exception as e:  # noqa: BLE001 - a definition that fails is reported, its name left undefined
-            problems.append(f"definition of {name} failed ({type(e).__name__}: {str(e)[:120]})")
+            _run_limited(compile(src, f"<submission: {label}>", "exec"), ns, limit)
+            if kind == "def":
+                names.append(bound[0])
+            for n in bound:
+                if skipped is not None and n in wanted:
+                    skipped.pop(n, None)
+        except (Exception, _Timeout) as e:  # noqa: BLE001 - reported, its name left undefined
+            why = (f"stopped after {limit:g} s" if isinstance(e, _Timeout)
+                   else f"{type(e).__name__}: {str(e)[:120]}")
+            if kind == "def":
+                problems.append(f"definition of {label} failed ({why})")
+            else:  # the kernel's value came from this statement: an older one would be wrong
+                for n in bound:
+                    if skipped is not None and n in wanted:
+                        ns.pop(n, None)
+                        skipped[n] = f"{wanted[n]}; re-running its statement failed ({why})"
     exec(_GUARD, ns)
     guard = ns.pop("__nnapprox_guard__")
     for name in set(names):
@@ -151,9 +254,36 @@ def define_student_code(ns: dict, sources: list[str], problems: list[str],
     return names
 
 
-def run_question(test_file, ns: dict, snapshot: Snapshot, timeout: float, void: str = "") -> dict:
+def used_globals(ns: dict, names: list[str]) -> set[str]:
+    """The global names the code of the functions and classes ``names`` in ``ns`` reads."""
+    import types
+
+    found: set[str] = set()
+    todo = []
+    for name in names:
+        obj = ns.get(name)
+        obj = getattr(obj, "__wrapped__", obj)
+        if isinstance(obj, types.FunctionType):
+            todo.append(obj.__code__)
+        elif isinstance(obj, type):
+            todo.extend(getattr(getattr(v, "__func__", v), "__code__", None) for v in vars(obj).values())
+    seen = set()
+    while todo:
+        code = todo.pop()
+        if not isinstance(code, types.CodeType) or id(code) in seen:
+            continue
+        seen.add(id(code))
+        found.update(code.co_names)
+        todo.extend(c for c in code.co_consts if isinstance(c, types.CodeType))
+    return found
+
+
+def run_question(test_file, ns: dict, snapshot: Snapshot, timeout: float, void: str = "",
+                 server: CallServer | None = None) -> dict:
     """Run one otter test file's cases against ``ns``; scores from otter's point rules.
 
+    With ``server``, what the calls changed in the submission's process (``builtins``, the
+    grader's modules there, checked after every call) voids the question too.
     With ``void`` (the reason), no case runs (a public case's message could carry what the
     student's code read) and every case scores zero."""
     from otter.test_files.abstract_test import TestCaseResult
@@ -185,6 +315,9 @@ def run_question(test_file, ns: dict, snapshot: Snapshot, timeout: float, void: 
     tampered = snapshot.changes()
     if tampered:
         snapshot.restore()
+    if server is not None:  # what the calls changed in the submission's process (put back there)
+        tampered += [f"{t} (in the submission's process)" for t in dict.fromkeys(server.tampered)]
+    if tampered:
         results = [TestCaseResult(test_case=tc, message="voided: the code changed " + ", ".join(tampered[:5])
                                   + " while it was graded", passed=False) for tc, _, _ in status]
     test_file.test_case_results = results
@@ -215,6 +348,7 @@ def main(argv: list[str]) -> int:
     job = json.loads(Path(job_path).read_text())
     problems: list[str] = []
     ns, skipped, existed = build_namespace(job, problems)
+    skipped = sorted(skipped)
     # everything grading uses is loaded before any of the student's code runs here
     import otter.test_files
     import otter.test_files.abstract_test as abstract_test
@@ -236,7 +370,8 @@ def main(argv: list[str]) -> int:
     _warm_up()  # torch sets some attributes lazily, on first use: before the snapshot, not during
     snapshot = Snapshot(watched)
     # the submission's functions run in a server process; here each name is a proxy to it
-    server = CallServer(job, Path.cwd())
+    timeout = float(job.get("question_timeout", 120))
+    server = CallServer({**job, "statement_limit": min(STATEMENT_LIMIT, timeout)}, Path.cwd())
     problems.extend(server.problems)
     for name in server.defined:
         ns[name] = server.proxy(name)
@@ -244,28 +379,41 @@ def main(argv: list[str]) -> int:
     if tampered_at_definition:
         snapshot.restore()
     summary = {"questions": {}, "tests": {}, "tampered": {}, "problems": problems, "skipped": skipped,
-               "answerable": {}}
+               "answerable": {}, "missing": dict(server.missing), "forbidden_used": {},
+               "forbidden_called": {}}
     if void:
         summary["voided"] = voids
     elif accepted:
         summary["voided_accepted"] = voids
     banned = job.get("forbidden") or {}
+    forbid = job.get("forbid") or banned
+    # a reference to a forbidden helper in the student's own cells costs that question (the
+    # guard below stops a call of it; this stops an answer that names it and gets it anyway)
+    refers = static.forbidden_references(job.get("sources") or [], forbid,
+                                         job.get("given") or job.get("trusted") or [])
     defined = [n for n, _ in definitions(job.get("sources") or [])]
     for q, test_file in test_files.items():
         recorder = Recorder(ns, defined) if banned.get(q) else None
-        server.set_forbidden(list((job.get("forbid") or banned).get(q) or []))
-        out = run_question(test_file, ns, snapshot, float(job.get("question_timeout", 120)), void)
+        server.begin(list(forbid.get(q) or []))  # a fresh process: nothing carries over from the last question
+        why = void
+        if not why and refers.get(q) and not job.get("accept_voided"):
+            why = f"the answer refers to {', '.join(refers[q])}, which this question forbids"
+            summary["forbidden_used"][q] = refers[q]
+        out = run_question(test_file, ns, snapshot, timeout, why, server)
+        if server.refused:
+            summary["forbidden_called"][q] = sorted(set(server.refused))
         if recorder is not None:
             recorder.restore(ns)
             hits = answerable(recorder.calls, banned[q])
             if hits:
                 summary["answerable"][q] = hits
-        if tampered_at_definition:
-            out["tampered"] = tampered_at_definition + out["tampered"]
+        at_definition = tampered_at_definition + [f"{t} (in the submission's process)" for t in server.at_definition]
+        if at_definition:
+            out["tampered"] = at_definition + out["tampered"]
             out["score"] = 0.0
             for t in out["tests"]:
                 t["passed"] = False
-                t["message"] = "voided: defining the submission's functions changed " + ", ".join(tampered_at_definition[:5])
+                t["message"] = "voided: defining the submission's functions changed " + ", ".join(at_definition[:5])
         summary["questions"][q] = [out["score"], out["possible"]]
         summary["tests"][q] = out["tests"]
         if out["tampered"]:

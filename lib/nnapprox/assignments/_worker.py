@@ -10,9 +10,10 @@ Two steps, in processes that share only data:
 2. a new Python process (:mod:`._clean_grade`) rebuilds the namespace from that file and the
    handed-out notebook, and runs every test, public and hidden; the submission's functions,
    defined from their *source*, run in a third process (:mod:`._call_server`) that the tests
-   call by message. Whatever the notebook patched in its kernel (``sys.modules``, otter's
-   classes, ``builtins``) does not exist in the tests' process, and neither does anything
-   the functions patch when called.
+   call by message, a new one for each question. Whatever the notebook patched in its kernel
+   (``sys.modules``, otter's classes, ``builtins``) does not exist in the tests' process, and
+   neither does anything the functions patch when called (a patch of what the server itself
+   relies on voids the question, and nothing carries to the next question).
 
 JOB names ``autograder`` (the zip), ``submission``, ``handout`` (the student notebook as
 handed out), ``result`` (where the summary goes), ``cell_timeout`` and ``question_timeout``,
@@ -189,6 +190,7 @@ def main(argv: list[str]) -> int:
             grade_job = {"answers": str(answers), "tests": str(tests_root / "tests"),
                          "sources": [c.source for c in nb.cells if c.cell_type == "code"],
                          "trusted": trusted_cells(handout),
+                         "given": [c.source for c in handout.cells if c.cell_type == "code"],
                          "question_timeout": float(job.get("question_timeout", 120)),
                          "forbidden": job.get("forbidden") or {}, "forbid": job.get("forbid") or {},
                          "accept_voided": bool(job.get("accept_voided")), "sandbox_cmd": server_box}

@@ -141,6 +141,13 @@ def grade_submission(zip_path: Path | str, submission: Path | str, timeout: floa
     if summary.get("voided_accepted"):
         row.flags.append("tests run after review (--accept), although the code "
                          + "; ".join(summary["voided_accepted"][:3]))
+    for name, why in sorted(summary.get("missing", {}).items()):
+        row.flags.append(f"top-level {name} not carried over to grading ({why}): "
+                         f"the functions that use it fail with NameError")
+    for q, names in sorted(summary.get("forbidden_used", {}).items()):
+        row.flags.append(f"{q} scores zero: the answer refers to {', '.join(names)}, which it forbids")
+    for q, names in sorted(summary.get("forbidden_called", {}).items()):
+        row.flags.append(f"{q}: called forbidden {', '.join(names)} while graded (the call raised)")
     row.problems = summary.get("problems", [])
     row.answerable = summary.get("answerable", {})
     errors = summary["cell_errors"]
