@@ -141,6 +141,21 @@ def test_amp_from_an_informed_start_and_soft_thresholding():
         M.amp(A, y, 0.3, 2, alpha=0.0)
 
 
+def test_projected_denoising_fits_the_data_exactly_before_denoising():
+    g = torch.Generator().manual_seed(2)
+    A, x, y = M.sample_instances(2, 60, 0.5, 0.2, 1e-3, generator=g)
+    out = M.projected_denoising(A, y, 0.2, 1e-3, 3)
+    assert out.shape == (4, 2, 60) and (out[0] == 0).all()
+    # the pseudo-data x^t + A^T (A A^T)^{-1} (y - A x^t) satisfies A r = y exactly
+    u = torch.einsum("bnd,bn->bd", A, torch.linalg.solve(A @ A.transpose(1, 2), y))
+    torch.testing.assert_close(torch.einsum("bnd,bd->bn", A, u), y)
+    delta = 0.5
+    t2 = 1e-3 + (1 - delta) / delta * u.pow(2).mean(1, keepdim=True)
+    torch.testing.assert_close(out[1], M.bg_denoiser(u, t2, 0.2)[0])
+    with pytest.raises(ValueError, match="n_iter >= 1"):
+        M.projected_denoising(A, y, 0.2, 1e-3, 0)
+
+
 def test_bad_input_is_refused_before_any_work():
     g = torch.Generator().manual_seed(0)
     A, _, y = M.sample_instances(2, 5, 1.0, 0.2, 0.1, generator=g)

@@ -195,8 +195,9 @@ def soft_denoiser(
     r: Float[Tensor, "*shape"], tau2: float | Tensor, alpha: float
 ) -> tuple[Float[Tensor, "*shape"], Float[Tensor, "*shape"]]:
     r"""Soft thresholding at :math:`\alpha\tau`, :math:`\eta(r) = \mathrm{sign}(r)(|r| -
-    \alpha\tau)_+`, and :math:`\eta'(r) = 1\{|r| > \alpha\tau\}`: AMP with it solves the Lasso
-    (``donoho2009message``), the convex alternative to the Bayes denoiser."""
+    \alpha\tau)_+`, and :math:`\eta'(r) = 1\{|r| > \alpha\tau\}`. AMP with it
+    (``donoho2009message``) has the Lasso's solutions as its fixed points, for a penalty set by
+    :math:`\alpha` (``bayati2012lasso``): the convex alternative to the Bayes denoiser."""
     theta = alpha * torch.as_tensor(tau2, dtype=r.dtype, device=r.device).sqrt()
     return torch.sign(r) * torch.relu(r.abs() - theta), (r.abs() > theta).to(r.dtype)
 
@@ -238,6 +239,32 @@ def amp(
         x, deta = bg_denoiser(r, t2, eps) if alpha is None else soft_denoiser(r, t2, alpha)
         z_new = y - torch.einsum("bnd,bd->bn", A, x)
         z = z_new + (d / n) * z * deta.mean(1, keepdim=True) if onsager else z_new
+        out.append(x)
+    return torch.stack(out)
+
+
+def projected_denoising(
+    A: Float[Tensor, "batch n d"], y: Float[Tensor, "batch n"], eps: float, sigma2: float,
+    n_iter: int,
+) -> Float[Tensor, "T_plus_one batch d"]:
+    r"""An iteration with AMP's denoiser but no Onsager term: the pseudo-data
+    :math:`r^t = x^t + A^\top(AA^\top)^{-1}(y - Ax^t)` (the residual projected back on the row
+    space), denoised at :math:`\hat\tau_t^2 = \sigma^2 + \frac{1-\delta}{\delta}\,
+    \|A^\top(AA^\top)^{-1}(y - Ax^t)\|^2/d`, from :math:`x^0 = 0`. State evolution does not
+    describe it: the foil of the trajectory finding."""
+    if A.ndim != 3 or y.shape != A.shape[:2] or n_iter < 1:
+        raise ValueError(f"need A (batch, n, d), y (batch, n), n_iter >= 1; got "
+                         f"{tuple(A.shape)}, {tuple(y.shape)}, {n_iter}")
+    _check_prior(eps, sigma2)
+    n, d = A.shape[1], A.shape[2]
+    delta = n / d
+    G = A @ A.transpose(1, 2)  # (batch, n, n)
+    x = torch.zeros(A.shape[0], d, dtype=A.dtype, device=A.device)
+    out = [x]
+    for _ in range(n_iter):
+        u = torch.einsum("bnd,bn->bd", A, torch.linalg.solve(G, y - torch.einsum("bnd,bd->bn", A, x)))
+        t2 = sigma2 + (1 - delta) / delta * u.pow(2).mean(1, keepdim=True)
+        x = bg_denoiser(x + u, t2, eps)[0]
         out.append(x)
     return torch.stack(out)
 
