@@ -516,3 +516,63 @@ def test_a_question_does_not_see_the_last_questions_state(trial3):
     feedback = json.loads((out / "feedback" / "o_leak.json").read_text())
     text = json.dumps(feedback)
     assert "q1 calls recorded: []" in text, text[:2000]
+
+
+def _resolve(full: str):
+    import importlib
+
+    module, _, attr = full.rpartition(".")
+    return getattr(importlib.import_module(module), attr)
+
+
+def _masters_with_variants():
+    """Every master, and every master with one structural variant swapped in."""
+    import jupytext
+
+    import importlib
+
+    from nnapprox.assignments import bank
+
+    build = importlib.import_module("nnapprox.assignments.build")
+    for name in asg.available():
+        yield name, "master", build.master_notebook(name)
+        for q, paths in bank.structural_variants(name).items():
+            for path in paths:
+                text = bank.variant_master(name, {q: path.stem.partition("-")[2]})
+                yield name, path.name, jupytext.reads(text, fmt="md:myst")
+
+
+def test_every_helper_a_test_forbids_is_enforced():
+    """The student's functions run in a process of their own, where only the question's
+    enforced list (forbidden.json) guards anything: every helper a hidden test passes to its own
+    ``forbid(...)`` must be on it (the trial's m01 scored q3 with bandits._run). No grading."""
+    import importlib
+
+    build = importlib.import_module("nnapprox.assignments.build")
+    checked = 0
+    for name, where, nb in _masters_with_variants():
+        enforced = build.forbidden(name, nb)
+        for q, names in build.test_forbids(name, nb).items():
+            have = [_resolve(n) for n in enforced.get(q, [])]
+            for full in names:
+                assert any(_resolve(full) is h for h in have), f"{name} ({where}) {q}: {full} not enforced"
+                checked += 1
+    assert checked > 40
+    assert "nnapprox.sequential.bandits._run" in build.forbidden("sequential")["q3"]
+
+
+def test_a_test_forbid_the_build_cannot_read_stops_the_build():
+    import importlib
+
+    build = importlib.import_module("nnapprox.assignments.build")
+
+    unreadable = ("def test_x(f):\n    import nnapprox.sequential as Q\n"
+                  "    with forbid([f], [getattr(Q, 'lin' + 'ucb')]):\n        f()\n")
+    with pytest.raises(build.AssignmentError, match="would not be enforced"):
+        build._forbid_names(unreadable, "demo q1")
+    opaque = "def test_x(f, helpers_from_elsewhere):\n    with forbid([f], helpers_from_elsewhere):\n        f()\n"
+    with pytest.raises(build.AssignmentError, match="would not be enforced"):
+        build._forbid_names(opaque, "demo q1")
+    plain = ("def test_x(f):\n    import nnapprox.sequential as Q\n    from nnapprox.sequential import bandits\n"
+             "    helpers = [Q.linucb, bandits._run]\n    with forbid([f], helpers):\n        f()\n")
+    assert build._forbid_names(plain, "demo q1") == ["nnapprox.sequential.linucb", "nnapprox.sequential.bandits._run"]

@@ -86,17 +86,152 @@ def variants(name: str) -> dict[int, dict]:
     return {}
 
 
-def forbidden(name: str) -> dict[str, list[str]]:
+def forbidden(name: str, nb=None) -> dict[str, list[str]]:
     """Per question, the library functions it forbids: the master's ``# FORBIDDEN`` raw cell
-    (a YAML mapping from question names to dotted names, ``q1: [nnapprox.depth.sawtooth]``).
+    (a YAML mapping from question names to dotted names, ``q1: [nnapprox.depth.sawtooth]``),
+    merged with every helper a test of that question forbids itself (:func:`test_forbids`):
+    the student's functions run in a process of their own, where only this list is enforced,
+    so a test's own ``forbid(...)`` would guard nothing.
 
-    Every name must exist; the grader flags any reference to one (:mod:`.static`).
+    Every name must exist; the grader flags any reference to one (:mod:`.static`). ``nb``: the
+    master notebook (default: :func:`master_notebook`, structural variants included).
     """
+    import importlib
+
+    nb = master_notebook(name) if nb is None else nb
+    table = _forbidden_cell(name, nb)
+
+    def resolve(full: str):
+        module, _, attr = full.rpartition(".")
+        try:
+            return getattr(importlib.import_module(module), attr)
+        except (ImportError, AttributeError):
+            raise AssignmentError(f"{name}: a test forbids {full!r}, which does not exist") from None
+
+    for q, names in test_forbids(name, nb).items():
+        listed = table.setdefault(q, [])
+        have = [resolve(n) for n in listed]
+        for full in names:
+            obj = resolve(full)
+            if not any(obj is h for h in have):  # the same function under another module's name counts
+                listed.append(full)
+                have.append(obj)
+    return table
+
+
+def _forbid_names(cell_source: str, where: str) -> list[str]:
+    """The dotted names of the helpers a test cell passes to ``forbid(fns, helpers)``.
+
+    The helpers must be spelled as a list of attributes of modules the test function imports
+    (``import nnapprox.sequential as Q`` ... ``helpers = [Q.linucb, bandits._run]``), directly
+    or through a variable assigned such a list; anything else stops the build."""
+    import ast
+
+    try:
+        tree = ast.parse(cell_source)
+    except SyntaxError:
+        return []
+    names: list[str] = []
+    for fn in [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]:
+        aliases: dict[str, str] = {}
+        lists: dict[str, ast.AST] = {}
+        for node in ast.walk(fn):
+            if isinstance(node, ast.Import):
+                for a in node.names:
+                    aliases[a.asname or a.name.partition(".")[0]] = a.name if a.asname else a.name.partition(".")[0]
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                for a in node.names:
+                    aliases[a.asname or a.name] = f"{node.module}.{a.name}"
+            elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+                lists[node.targets[0].id] = node.value
+
+        def dotted(expr) -> str | None:
+            parts = []
+            while isinstance(expr, ast.Attribute):
+                parts.append(expr.attr)
+                expr = expr.value
+            if isinstance(expr, ast.Name) and expr.id in aliases and parts:
+                return ".".join([aliases[expr.id], *reversed(parts)])
+            return None
+
+        # the module a helper's name is looked up in: getattr(C, name) inside the test function
+        lookup = [dotted(ast.Attribute(value=n.args[0], attr="_")) for n in ast.walk(fn)
+                  if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "getattr"
+                  and len(n.args) == 2 and isinstance(n.args[0], ast.Name)]
+        lookup = [m.rpartition(".")[0] for m in lookup if m]
+
+        def from_list(value) -> list[str] | None:
+            if isinstance(value, ast.Name):
+                value = lists.get(value.id, value)
+            if not isinstance(value, (ast.List, ast.Tuple)):
+                return None
+            out = []
+            for elt in value.elts:
+                if isinstance(elt, ast.Constant) and isinstance(elt.value, str) and len(lookup) >= 1:
+                    out.append(f"{lookup[0]}.{elt.value}")  # forbid(fn, ["maurey_constant"]): U.<name>
+                else:
+                    full = dotted(elt)
+                    if full is None:
+                        return None
+                    out.append(full)
+            return out
+
+        calls = [n for n in ast.walk(fn) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+                 and n.func.id == "forbid"]
+        if not calls and "originals" not in lists:  # a test that forbids helpers its own way
+            continue
+        found: list[str] = []
+        for node in calls:
+            for arg in node.args[1:]:
+                got = from_list(arg)
+                if got is not None:
+                    found += got
+        # forbid(*student_functions) over an ``originals`` table of the helpers
+        table = lists.get("originals")
+        if isinstance(table, ast.Dict):
+            found += [d for d in map(dotted, table.values) if d]
+        elif isinstance(table, ast.DictComp) and table.generators:
+            found += from_list(table.generators[0].iter) or []
+        one = lists.get("original")  # forbid(*student_functions) over one helper
+        if one is not None and dotted(one):
+            found.append(dotted(one))
+        if not found:
+            raise AssignmentError(f"{where}: the build cannot read which helpers {fn.name}'s forbid(...) forbids, "
+                                  "so they would not be enforced (the student's functions run in a process of "
+                                  "their own): pass them as a list of module attributes, forbid(fns, [Q.f, Q.g]), "
+                                  "or list them in the '# FORBIDDEN' cell and drop the test's forbid")
+        names += found
+    return names
+
+
+def test_forbids(name: str, nb=None) -> dict[str, list[str]]:
+    """Per question, the helpers its test cells forbid with their own ``forbid(fns, helpers)``."""
+    import yaml
+
+    nb = master_notebook(name) if nb is None else nb
+    found: dict[str, list[str]] = {}
+    question = None
+    for cell in nb.cells:
+        text = cell.source.lstrip()
+        if cell.cell_type == "raw" and text.startswith("# BEGIN QUESTION"):
+            meta = yaml.safe_load(text.partition("\n")[2]) or {}
+            question = str(meta.get("name")) if isinstance(meta, dict) else None
+        elif cell.cell_type == "raw" and text.startswith("# END QUESTION"):
+            question = None
+        elif cell.cell_type == "code" and question and "forbid(" in cell.source:
+            for full in _forbid_names(cell.source, f"{name} {question}"):
+                found.setdefault(question, [])
+                if full not in found[question]:
+                    found[question].append(full)
+    return found
+
+
+def _forbidden_cell(name: str, nb) -> dict[str, list[str]]:
     import importlib
 
     import yaml
 
-    for cell in master_notebook(name).cells:
+    for cell in nb.cells:
         if cell.cell_type == "raw" and cell.source.lstrip().startswith("# FORBIDDEN"):
             table = yaml.safe_load(cell.source.lstrip().partition("\n")[2]) or {}
             if not isinstance(table, dict) or not all(isinstance(v, list) and all(isinstance(n, str) for n in v)
@@ -251,7 +386,7 @@ def _build_into(dest: Path, name: str, master: Path, *, check: bool, quiet: bool
     nb = master_notebook(name)
     nb.metadata.pop("jupytext", None)
     chosen = _apply_variant(nb, name, variant)
-    banned = forbidden(name)
+    banned = forbidden(name, nb)
     _drop_forbidden_cell(nb)
     _show_question_points(nb)
     _self_contained(nb, work)
