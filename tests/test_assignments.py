@@ -665,3 +665,56 @@ def test_autograder_zip_grades_in_a_fresh_environment(built, tmp_path):
     results = json.loads((out / "results.json").read_text())
     scored = [t for t in results["tests"] if t.get("max_score")]
     assert scored and all(t["score"] == t["max_score"] for t in scored), scored
+
+
+LOOPING_Q3 = '''import time
+
+
+def heavy_ball_rate(A, eta, beta):
+    while True:  # never returns
+        time.sleep(0.01)
+'''
+
+
+def test_a_looping_function_costs_only_its_own_question(built, tmp_path):
+    """With the default limits (derived from ``timeout``), a q3 function that never returns is
+    stopped within q3's share of the time: q1, q2 and q4, graded before and after it, keep their
+    points, and the CSV and the student's feedback say q3 was stopped (trial4's carol03)."""
+    folder = built["intro"]
+    subs = tmp_path / "subs"
+    subs.mkdir()
+
+    def loop_q3(nb):
+        hit = [c for c in nb.cells if c.cell_type == "code" and "def heavy_ball_rate" in c.source]
+        assert len(hit) == 1
+        hit[0].source = LOOPING_Q3
+
+    _write_variant(asg.solution_notebook(folder), subs / "loops.ipynb", loop_q3)
+    out = tmp_path / "scores.csv"
+    (row,) = asg.grade("intro", subs, timeout=LOOP_TIMEOUT, build_dir=folder.parent, out=out)
+    assert row.status != "timeout" and row.seconds < LOOP_TIMEOUT, (row.status, row.seconds, row.message)
+    assert row.scores["q3"] == 0.0
+    assert {q: s for q, s in row.scores.items() if q != "q3"} == {q: p for q, p in row.possible.items()
+                                                                  if q != "q3"}, row.scores
+    assert any(f.startswith("q3 stopped at its time limit") for f in row.flags), row.flags
+    assert "q3 stopped at its time limit" in out.read_text()
+    mine = json.loads((tmp_path / "feedback" / "loops.json").read_text())
+    assert any("q3 stopped" in f for f in mine["flags"]), mine["flags"]
+
+
+def test_a_killed_submission_keeps_the_questions_graded_before(tmp_path):
+    """The submission's own limit, if reached anyway: the questions graded before keep their
+    scores and the message says what was running (no grading: the progress file as written)."""
+    from nnapprox.assignments import submission
+
+    progress = tmp_path / "progress.json"
+    progress.write_text(json.dumps({"phase": "questions", "current": "q2", "questions": {"q1": [2.0, 2.0]},
+                                    "tests": {"q1": []}, "stopped": {}}))
+    row = asg.Row("s.ipynb", "timeout", {"q1": 0.0, "q2": 0.0, "q3": 0.0}, {"q1": 2.0, "q2": 2.0, "q3": 2.0})
+    submission._partial(row, progress, 60.0)
+    assert row.scores == {"q1": 2.0, "q2": 0.0, "q3": 0.0}
+    assert "while grading q2" in row.message and "kept for q1" in row.message and "q2, q3 scored 0" in row.message
+    progress.write_text(json.dumps({"phase": "cells", "cell": "cell 7: 'while True:'"}))
+    row = asg.Row("s.ipynb", "timeout", {"q1": 0.0}, {"q1": 2.0})
+    submission._partial(row, progress, 60.0)
+    assert row.scores == {"q1": 0.0} and "cell 7" in row.message and "killed after 60 s" in row.message

@@ -47,6 +47,7 @@ import re
 import signal
 import sys
 import threading
+import time
 from pathlib import Path
 
 from ._answerable import Recorder, answerable
@@ -289,7 +290,16 @@ def run_question(test_file, ns: dict, snapshot: Snapshot, timeout: float, void: 
     from otter.test_files.abstract_test import TestCaseResult
 
     results, status = [], []
+    ends = time.monotonic() + timeout  # the limit is the question's, shared by its test cases
+    stopped = False
     for tc in test_file.test_cases:
+        left = ends - time.monotonic()
+        if not void and left <= 0.05:
+            stopped = True
+            message = f"not run: the question's time limit ({timeout:g} s) was used up by the tests before it"
+            results.append(TestCaseResult(test_case=tc, message=message, passed=False))
+            status.append((tc, False, message))
+            continue
         if void:
             message = f"voided: {void}"
             results.append(TestCaseResult(test_case=tc, message=message, passed=False))
@@ -300,11 +310,13 @@ def run_question(test_file, ns: dict, snapshot: Snapshot, timeout: float, void: 
         kwargs = {p: (ns if p == "env" else ns.get(p)) for p in params}
         passed, message = True, "passed"
         old = signal.signal(signal.SIGALRM, _on_alarm)
-        signal.setitimer(signal.ITIMER_REAL, timeout)
+        signal.setitimer(signal.ITIMER_REAL, left)
         try:
             func(**kwargs)
         except _Timeout:
-            passed, message = False, f"no result within {timeout:g} s"
+            stopped = True
+            passed, message = False, (f"stopped: no result within the question's time limit ({timeout:g} s); "
+                                      "an infinite loop or a very slow function?")
         except BaseException as e:  # noqa: BLE001 - SystemExit or KeyboardInterrupt from student code too
             passed, message = False, f"{type(e).__name__}: {str(e)[:1000]}"
         finally:
@@ -323,6 +335,7 @@ def run_question(test_file, ns: dict, snapshot: Snapshot, timeout: float, void: 
     test_file.test_case_results = results
     return {
         "score": float(test_file.score), "possible": float(test_file.possible), "tampered": tampered,
+        "stopped": stopped,
         "tests": [{"test": r.test_case.name, "hidden": bool(r.test_case.hidden), "passed": bool(r.passed),
                    "points": None if r.test_case.points is None else float(r.test_case.points),
                    "message": r.message} for r in results],
@@ -392,14 +405,30 @@ def main(argv: list[str]) -> int:
     refers = static.forbidden_references(job.get("sources") or [], forbid,
                                          job.get("given") or job.get("trusted") or [])
     defined = [n for n, _ in definitions(job.get("sources") or [])]
-    for q, test_file in test_files.items():
+    summary["stopped"] = {}
+    deadline = job.get("deadline")  # when the whole submission is killed (time.time())
+    progress = job.get("progress")  # partial results, kept if the submission is killed anyway
+
+    def report(current: str | None) -> None:
+        if progress:
+            tmp = Path(progress + ".tmp")
+            tmp.write_text(json.dumps({**summary, "phase": "questions", "current": current}))
+            tmp.replace(progress)
+
+    for i, (q, test_file) in enumerate(test_files.items()):
+        limit = timeout
+        if deadline is not None:  # one loop may not use the time the questions after it need
+            limit = min(timeout, max(1.0, (float(deadline) - time.time()) / (len(test_files) - i)))
+        report(q)
         recorder = Recorder(ns, defined) if banned.get(q) else None
         server.begin(list(forbid.get(q) or []))  # a fresh process: nothing carries over from the last question
         why = void
         if not why and refers.get(q) and not job.get("accept_voided"):
             why = f"the answer refers to {', '.join(refers[q])}, which this question forbids"
             summary["forbidden_used"][q] = refers[q]
-        out = run_question(test_file, ns, snapshot, timeout, why, server)
+        out = run_question(test_file, ns, snapshot, limit, why, server)
+        if out.get("stopped"):
+            summary["stopped"][q] = limit
         if server.refused:
             summary["forbidden_called"][q] = sorted(set(server.refused))
         if recorder is not None:
@@ -418,6 +447,7 @@ def main(argv: list[str]) -> int:
         summary["tests"][q] = out["tests"]
         if out["tampered"]:
             summary["tampered"][q] = out["tampered"]
+        report(None)
     server.close()
     Path(result_path).write_text(json.dumps(summary))
     return 0

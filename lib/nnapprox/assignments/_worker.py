@@ -62,20 +62,25 @@ def trusted_cells(handout) -> list[str]:
             and not any(k in c.source for k in _OTTER_CELLS)]
 
 
+def _cell_label(number: int, cell) -> str:
+    first = next((line.strip() for line in cell.get("source", "").splitlines() if line.strip()), "")
+    return f"cell {number}: {first[:60]!r}" if first else f"cell {number}"
+
+
 def _cell_errors(notebook) -> list[str]:
     errors = []
-    for cell in notebook.cells:
+    for number, cell in enumerate(notebook.cells, 1):
         for output in cell.get("outputs", []):
             if output.get("output_type") == "error":
                 name = output.get("ename")
-                text = ("stopped at the cell time limit" if name == "KeyboardInterrupt"
+                text = (f"stopped at the cell time limit ({_cell_label(number, cell)})" if name == "KeyboardInterrupt"
                         else f"{name}: {output.get('evalue')}")
                 errors.append(text[:300])
     return errors
 
 
 def execute(nb, name: str, workdir: Path, answers: Path, cell_timeout: float,
-            sandbox: list[str] | None = None) -> list[str]:
+            sandbox: list[str] | None = None, progress: str | None = None) -> list[str]:
     """Run the submission in a fresh kernel in ``workdir``; the last cell writes ``answers``.
     With ``sandbox`` (a :func:`._sandbox.command` prefix) the kernel runs inside it, and its
     connection file and IPython profile live in ``workdir``'s parent, not in the user's folders."""
@@ -93,6 +98,14 @@ def execute(nb, name: str, workdir: Path, answers: Path, cell_timeout: float,
     if sandbox:
         os.environ["IPYTHONDIR"] = str(workdir.parent / "ipython")  # no startup files of the user's profile
         options["kernel_manager_class"] = _sandboxed_manager(sandbox, workdir.parent / "kernel.json")
+    if progress:  # which cell runs now: said if the whole submission is killed during it
+        def limit(cell):
+            number = next((i for i, c in enumerate(run.cells, 1) if c is cell), 0)
+            Path(progress + ".tmp").write_text(json.dumps({"phase": "cells", "cell": _cell_label(number, cell)}))
+            Path(progress + ".tmp").replace(progress)
+            return cell_timeout
+
+        options["timeout_func"] = limit
     client = NotebookClient(run, timeout=cell_timeout, interrupt_on_timeout=True, allow_errors=True,
                             kernel_name="python3", resources={"metadata": {"path": str(workdir)}}, **options)
     client.execute()
@@ -174,7 +187,8 @@ def main(argv: list[str]) -> int:
         kernel_dir.mkdir()
         answers = run_dir / "answers.json"
         kernel_box = _box(spec, hide=[clean_dir], keep=[run_dir]) if spec is not None else None
-        errors = execute(nb, name, kernel_dir, answers, float(job.get("cell_timeout", 120)), kernel_box)
+        errors = execute(nb, name, kernel_dir, answers, float(job.get("cell_timeout", 120)), kernel_box,
+                         job.get("progress"))
         _end_leftovers()
         if not answers.exists():
             raise RuntimeError("the notebook's answers could not be read after it ran "
@@ -192,6 +206,7 @@ def main(argv: list[str]) -> int:
                          "trusted": trusted_cells(handout),
                          "given": [c.source for c in handout.cells if c.cell_type == "code"],
                          "question_timeout": float(job.get("question_timeout", 120)),
+                         "deadline": job.get("deadline"), "progress": job.get("progress"),
                          "forbidden": job.get("forbidden") or {}, "forbid": job.get("forbid") or {},
                          "accept_voided": bool(job.get("accept_voided")), "sandbox_cmd": server_box}
             (clean_dir / "job.json").write_text(json.dumps(grade_job))

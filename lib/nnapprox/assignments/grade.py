@@ -4,8 +4,10 @@ Each submission is graded by a fresh ``python -m nnapprox.assignments._worker`` 
 (:mod:`._worker`): the notebook runs in its own Jupyter kernel and exports its answers as
 plain data, and a second, fresh Python process runs every test on them (:mod:`._clean_grade`),
 out of reach of anything the notebook patched. When the worker exceeds ``timeout`` seconds,
-it and every process it started are killed and the submission gets the status ``timeout``;
-a cell past ``cell_timeout`` or a question past ``question_timeout`` fails on its own. A
+it and every process it started are killed and the submission gets the status ``timeout``
+(the questions graded before keep their scores; the message names the cell or question that
+was running); a cell past ``cell_timeout`` or a question past ``question_timeout`` (or past an
+even share of what is left of ``timeout``, so one loop costs one question) fails on its own. A
 crash (a cell that raises, a kernel that dies, a file that is not a notebook) gives
 ``error``. Either way the batch goes on, and every submission gets its row.
 

@@ -61,6 +61,33 @@ def _limit_memory(memory_mb: float):
     return apply
 
 
+def _partial(row: Row, progress: Path, timeout: float) -> None:
+    """A submission killed at ``timeout``: keep the questions graded before (``progress``, written
+    as grading went), and say what was running."""
+    try:
+        done = json.loads(progress.read_text())
+    except (OSError, ValueError):
+        done = {}
+    graded = done.get("questions", {})
+    for q, (score, possible) in graded.items():
+        row.scores[q] = score
+        row.possible[q] = possible
+    row.tests = dict(done.get("tests", {}))
+    if done.get("phase") == "cells":
+        where = f"while the notebook ran, in {done.get('cell') or 'a cell'}; no question was graded"
+    elif done.get("phase") == "questions":
+        rest = [q for q in row.scores if q not in graded]
+        where = (f"while grading {done.get('current') or 'the questions'}"
+                 + (f"; scores kept for {', '.join(graded)}" if graded else "")
+                 + (f"; {', '.join(rest)} scored 0 (not graded)" if rest else ""))
+    else:
+        where = "before the notebook ran"
+    row.message = f"killed after {timeout:g} s without a full result {where} (infinite loop or too slow?)"
+    for q, limit in sorted(done.get("stopped", {}).items()):
+        row.flags.append(f"{q} stopped at its time limit ({limit:g} s): the tests still running scored 0 "
+                         "(an infinite loop or a very slow function?)")
+
+
 def grade_submission(zip_path: Path | str, submission: Path | str, timeout: float,
                      points: dict[str, float] | None = None, memory_mb: float | None = 4096.0, *,
                      handout: Path | str | None = None, cell_timeout: float | None = None,
@@ -73,7 +100,10 @@ def grade_submission(zip_path: Path | str, submission: Path | str, timeout: floa
     ``handout`` is the student notebook as handed out (default: the one next to the
     autograder zip): its own cells are re-run when the answers are graded. A cell that runs
     longer than ``cell_timeout`` s, or a question whose tests run longer than
-    ``question_timeout`` s, is stopped on its own (default: a third of ``timeout`` each).
+    ``question_timeout`` s (shared by its test cases, and never more than an even share of what is
+    left of ``timeout`` among the questions still to grade), is stopped on its own (default: a
+    third of ``timeout`` each) and flagged. Killed at ``timeout`` anyway, the row keeps the
+    scores of the questions graded before and its message says what was running.
     With ``forbidden`` (question -> dotted names), the row's ``answerable`` lists the
     questions whose answer functions a forbidden function reproduces on the tests' inputs
     (the build's check, :func:`.build.check_forbidden`). With ``forbid`` (the same form), those
@@ -98,7 +128,12 @@ def grade_submission(zip_path: Path | str, submission: Path | str, timeout: floa
         result_path = Path(tmp) / "result.json"
         log_path = Path(tmp) / "log.txt"
         job = Path(tmp) / "job.json"
+        progress = Path(tmp) / "progress.json"
+        # the questions share what is left of ``timeout`` (less a margin to write the result), so
+        # that one looping function costs its own question, not the questions after it
+        deadline = time.time() + timeout - min(15.0, 0.1 * timeout)
         job.write_text(json.dumps({"autograder": str(Path(zip_path).resolve()), "submission": str(submission.resolve()),
+                                   "deadline": deadline, "progress": str(progress),
                                    "handout": str(handout.resolve()), "result": str(result_path),
                                    "cell_timeout": cell_timeout, "question_timeout": question_timeout,
                                    "forbidden": forbidden or {}, "forbid": forbid or forbidden or {},
@@ -120,7 +155,7 @@ def grade_submission(zip_path: Path | str, submission: Path | str, timeout: floa
         log_text = log_path.read_text(errors="replace")
         if returncode is None:
             row.status = "timeout"
-            row.message = f"killed after {timeout:g} s without a result (infinite loop or too slow?)"
+            _partial(row, progress, timeout)
             return row
         if returncode != 0 or not result_path.exists():
             memory = "MemoryError" in log_text or "can't allocate memory" in log_text
@@ -148,6 +183,9 @@ def grade_submission(zip_path: Path | str, submission: Path | str, timeout: floa
         row.flags.append(f"{q} scores zero: the answer refers to {', '.join(names)}, which it forbids")
     for q, names in sorted(summary.get("forbidden_called", {}).items()):
         row.flags.append(f"{q}: called forbidden {', '.join(names)} while graded (the call raised)")
+    for q, limit in sorted(summary.get("stopped", {}).items()):
+        row.flags.append(f"{q} stopped at its time limit ({limit:g} s): the tests still running scored 0 "
+                         "(an infinite loop or a very slow function?)")
     row.problems = summary.get("problems", [])
     row.answerable = summary.get("answerable", {})
     errors = summary["cell_errors"]
