@@ -576,3 +576,29 @@ def test_a_test_forbid_the_build_cannot_read_stops_the_build():
     plain = ("def test_x(f):\n    import nnapprox.sequential as Q\n    from nnapprox.sequential import bandits\n"
              "    helpers = [Q.linucb, bandits._run]\n    with forbid([f], helpers):\n        f()\n")
     assert build._forbid_names(plain, "demo q1") == ["nnapprox.sequential.linucb", "nnapprox.sequential.bandits._run"]
+
+
+# the trial's m01: q3's linucb_fixed as a constant-radius rule handed to the library's loop,
+# which q3's hidden test forbids (it scored q3 4/4, unflagged, before the merge above)
+M01_LINUCB = '''from nnapprox.sequential import bandits as _bandits
+
+def linucb_fixed(p, lam, radius):
+    def choose(t, X, V, th):
+        Vi = torch.linalg.inv(V)
+        w = torch.sqrt(torch.einsum("bki,bij,bkj->bk", X, Vi, X))
+        return ((X @ th[:, :, None])[..., 0] + radius * w).argmax(-1), torch.full((X.shape[0],), float(radius), dtype=torch.float64)
+    return _bandits._run(p, lam, choose)["regret"]
+'''
+
+
+def test_library_loop_the_hidden_test_forbids_scores_no_hidden_points(tmp_path):
+    folder = asg.build_one("sequential", tmp_path / "build", check=False)
+    assert "nnapprox.sequential.bandits._run" in json.loads((folder / "forbidden.json").read_text())["q3"]
+    sub = _edit(asg.solution_notebook(folder), tmp_path / "m01.ipynb", _cell_with("def linucb_fixed", M01_LINUCB))
+    row = asg.grade_submission(asg.autograder_zip(folder), sub, timeout=GRADE_TIMEOUT,
+                               forbid=json.loads((folder / "forbidden.json").read_text()))
+    hidden = _hidden_points(row, "q3")
+    assert hidden and not any(hidden), row.tests["q3"]
+    assert row.scores["q3"] < row.possible["q3"]
+    assert any(f.startswith("q3") and "_run" in f for f in row.flags), row.flags
+    assert {q: s for q, s in row.scores.items() if q != "q3"} == {q: p for q, p in row.possible.items() if q != "q3"}
