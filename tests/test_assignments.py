@@ -551,13 +551,16 @@ def test_hand_graded_questions_are_collected_and_their_points_merged(built, tmp_
     assert "s01_icl.ipynb,s01" in (tmp_path / "manual" / "manual-icl-key.csv").read_text()
     with pytest.raises(asg.AssignmentError, match="line 2, column q4: '' is not a number"):
         manual.read_points("icl", csv_path)
-    lines = csv_path.read_text().splitlines()  # submission_file (empty), review_label, student_id, q4, q7, comment
-    lines[1] = lines[1].replace(",S01,,,,", ",S01,,1.5,2,")
-    lines[2] = lines[2].replace(",S02,,,,", ",S02,,3,0,")
-    csv_path.write_text("\n".join(lines) + "\n")
+    # the labels are in a random order: which one is s01 the key says
+    key = dict(line.split(",")[1::-1] for line in
+               (tmp_path / "manual" / "manual-icl-key.csv").read_text().splitlines()[1:])
+    first, second = key["s01_icl.ipynb"], key["s02_icl.ipynb"]
+    text = csv_path.read_text()  # submission_file (empty), review_label, student_id, q4, q7, comment
+    text = text.replace(f",{first},,,,", f",{first},,1.5,2,").replace(f",{second},,,,", f",{second},,3,0,")
+    csv_path.write_text(text)
     with pytest.raises(asg.AssignmentError, match="3 is outside 0 to 2 points"):
         manual.read_points("icl", csv_path)
-    csv_path.write_text(csv_path.read_text().replace(",S02,,3,0,", ",S02,,0,0,"))
+    csv_path.write_text(csv_path.read_text().replace(f",{second},,3,0,", f",{second},,0,0,"))
     assert manual.read_points("icl", csv_path) == {"s01_icl.ipynb": {"q4": 1.5, "q7": 2.0},
                                                    "s02_icl.ipynb": {"q4": 0.0, "q7": 0.0}}
     rows = asg.grade("icl", subs, timeout=GRADE_TIMEOUT, jobs=2, build_dir=folder.parent, manual=csv_path)
