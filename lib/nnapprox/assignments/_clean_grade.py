@@ -78,6 +78,12 @@ def parse_cell(source: str) -> ast.Module | None:
     return parse_source(_MAGIC.sub(r"\1pass", source))
 
 
+def _definition_source(node: ast.AST, text: str) -> str:
+    """The lines of a ``def``/``class`` node, decorators included, from its cell's text."""
+    first = min([node.lineno] + [d.lineno for d in node.decorator_list])
+    return "\n".join(text.splitlines()[first - 1:node.end_lineno])
+
+
 def definitions(sources: list[str]) -> list[tuple[str, str]]:
     """``(name, source)`` of each top-level ``def``/``class``/``name = lambda`` of the cells, in order."""
     out = []
@@ -88,9 +94,7 @@ def definitions(sources: list[str]) -> list[tuple[str, str]]:
             continue
         for node in tree.body:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                first = min([node.lineno] + [d.lineno for d in node.decorator_list])
-                lines = text.splitlines()[first - 1:node.end_lineno]
-                out.append((node.name, "\n".join(lines)))
+                out.append((node.name, _definition_source(node, text)))
             elif (isinstance(node, ast.Assign) and isinstance(node.value, ast.Lambda) and len(node.targets) == 1
                   and isinstance(node.targets[0], ast.Name)):
                 out.append((node.targets[0].id, ast.get_source_segment(text, node) or ""))
@@ -176,8 +180,7 @@ def statements(sources: list[str]) -> list[tuple[str, list[str], str]]:
             continue
         for node in tree.body:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                first = min([node.lineno] + [d.lineno for d in node.decorator_list])
-                out.append(("def", [node.name], "\n".join(text.splitlines()[first - 1:node.end_lineno])))
+                out.append(("def", [node.name], _definition_source(node, text)))
             elif (isinstance(node, ast.Assign) and isinstance(node.value, ast.Lambda) and len(node.targets) == 1
                   and isinstance(node.targets[0], ast.Name)):
                 out.append(("def", [node.targets[0].id], ast.get_source_segment(text, node) or ""))

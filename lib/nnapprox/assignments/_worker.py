@@ -141,13 +141,9 @@ def _end_leftovers() -> None:
     """Kill every process still running below this one (what the notebook started)."""
     import psutil
 
-    family = psutil.Process().children(recursive=True)
-    for proc in family:
-        try:
-            proc.kill()
-        except psutil.NoSuchProcess:
-            pass
-    psutil.wait_procs(family, timeout=10)
+    from .submission import kill_all
+
+    kill_all(psutil.Process().children(recursive=True))
 
 
 def _box(spec: dict, hide: list[Path], keep: list[Path] = (), keep_ro: list[Path] = ()) -> list[str]:

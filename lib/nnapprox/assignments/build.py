@@ -131,18 +131,14 @@ def _forbid_names(cell_source: str, where: str) -> list[str]:
         tree = ast.parse(cell_source)
     except SyntaxError:
         return []
+    from . import static
+
     names: list[str] = []
     for fn in [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]:
-        aliases: dict[str, str] = {}
+        aliases = static._aliases([fn])  # the test function's own imports
         lists: dict[str, ast.AST] = {}
         for node in ast.walk(fn):
-            if isinstance(node, ast.Import):
-                for a in node.names:
-                    aliases[a.asname or a.name.partition(".")[0]] = a.name if a.asname else a.name.partition(".")[0]
-            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-                for a in node.names:
-                    aliases[a.asname or a.name] = f"{node.module}.{a.name}"
-            elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
                 lists[node.targets[0].id] = node.value
 
         def dotted(expr) -> str | None:

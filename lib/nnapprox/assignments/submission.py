@@ -37,6 +37,13 @@ def _kill_tree(pid: int) -> None:
         family = parent.children(recursive=True) + [parent]
     except psutil.NoSuchProcess:
         return
+    kill_all(family)
+
+
+def kill_all(family: list) -> None:
+    """Kill every ``psutil.Process`` of ``family`` and wait for them (10 s at most)."""
+    import psutil
+
     for proc in family:
         try:
             proc.kill()
