@@ -127,6 +127,34 @@ def test_control_probes_are_added_with_an_alternative_representation():
         P.probe_profile(model, A, g(1), N=6, sigma=0.1, n_train=20, n_test=10, A_alt=A[:2])
 
 
+
+def test_dual_ridge_is_the_ridge_prediction():
+    Phi = torch.randn(4, 7, 30, generator=g(2), dtype=torch.float64)
+    y = torch.randn(4, 7, generator=g(3), dtype=torch.float64)
+    assert torch.allclose(P.dual_ridge_prediction(Phi, y, 0.5), P.ridge_prediction(Phi, y, 0.5), atol=1e-10)
+    with pytest.raises(ValueError, match="lam"):
+        P.dual_ridge_prediction(Phi, y, 0.0)
+
+
+def test_random_feature_probe_and_errors_with_many_random_directions():
+    """``A_rf`` adds the probe for ridge on generic random features and the held-out errors of
+    the encoder, ridge on Phi and ridge on those features; the encoder's error is the one of
+    its own predictions."""
+    torch.manual_seed(0)
+    model = BaiEncoder(d=3, n_layer=2, n_embd=16, n_head=2)
+    A, A_rf = P.representation(3, 5, g(0)), P.representation(3, 60, g(7))
+    out = P.probe_profile(model, A, g(1), N=6, sigma=0.1, n_train=200, n_test=100, A_rf=A_rf)
+    assert set(out) == {"phi", "ridge", "ridge_rf", "errors"} and out["ridge_rf"].shape == (3,)
+    g1 = g(1)
+    P.representation_tasks(200, 6, A, g1, sigma=0.1)  # the probes' training prompts
+    X, y, Phi, _ = P.representation_tasks(100, 6, A, g1, sigma=0.1)
+    with torch.no_grad():
+        own = float((model.predict(X, y).double() - y[:, -1].double()).pow(2).mean())
+    bayes = float((P.ridge_prediction(Phi.double(), y.double(), 0.1 ** 2 * 5) - y[:, -1].double()).pow(2).mean())
+    assert out["errors"][0] == pytest.approx(own) and out["errors"][1] == pytest.approx(bayes)
+    with pytest.raises(ValueError, match="A_rf"):
+        P.probe_profile(model, A, g(1), N=6, sigma=0.1, n_train=20, n_test=10, A_rf=A_rf[:, :2])
+
 def test_bad_input_is_refused():
     A = P.representation(3, 5, g(0))
     with pytest.raises(ValueError, match="d >= 1"):

@@ -119,6 +119,19 @@ def ridge_prediction(Phi: Float[Tensor, "batch N_plus_1 D"], y: Float[Tensor, "b
     return bl.ridge(Phi[:, :-1], y[:, :-1], Phi[:, -1], lam / N)
 
 
+def dual_ridge_prediction(Phi: Float[Tensor, "batch N_plus_1 D"], y: Float[Tensor, "batch N_plus_1"],
+                          lam: float) -> Float[Tensor, " batch"]:
+    r"""The same ridge prediction as :func:`ridge_prediction`, in its dual form
+    :math:`\Phi(x_{N+1})^\top\Phi_{1:N}^\top(\Phi_{1:N}\Phi_{1:N}^\top + \lambda I_N)^{-1}y_{1:N}`,
+    an :math:`N\times N` solve: cheaper when there are many more features than examples."""
+    if lam <= 0:
+        raise ValueError(f"the ridge penalty lam must be > 0, got {lam}")
+    P, q = Phi[:, :-1], Phi[:, -1]
+    K = P @ P.transpose(-1, -2) + lam * torch.eye(P.shape[1], dtype=P.dtype, device=P.device)
+    alpha = torch.linalg.solve(K, y[:, :-1, None])  # (batch, N, 1)
+    return torch.einsum("bnD,bD,bn->b", P, q, alpha[..., 0])
+
+
 def ridge_weights(Phi: Float[Tensor, "batch N_plus_1 D"], y: Float[Tensor, "batch N_plus_1"],
                   lam: float) -> Float[Tensor, "batch D"]:
     r"""The ridge coefficients :math:`\hat w = (\Phi_{1:N}^\top\Phi_{1:N} + \lambda I_D)^{-1}
@@ -184,6 +197,7 @@ def probe_r2(H_train: Float[Tensor, "n C"], Z_train: Float[Tensor, "n k"],
 def probe_profile(model: BaiEncoder, A: Float[Tensor, "D d"], generator: torch.Generator, *,
                   N: int, sigma: float, beta: float = 1.0, n_train: int = 2000, n_test: int = 1000,
                   lam: float = 1e-3, A_alt: Float[Tensor, "k D d"] | None = None,
+                  A_rf: Float[Tensor, "D_rf d"] | None = None,
                   ) -> dict[str, Float[Tensor, "*k layer"]]:
     r"""Held-out :math:`R^2` per layer of two probes: ``"phi"`` (:math:`\Phi(x_i)` at every context
     token, pooled over its :math:`D` coordinates) and ``"ridge"`` (the ridge prediction with
@@ -201,12 +215,20 @@ def probe_profile(model: BaiEncoder, A: Float[Tensor, "D d"], generator: torch.G
     :math:`\hat w\in\mathbb R^D`, pooled over coordinates, at the query token: the state an explicit
     ridge solver would hold). ``A_alt`` of shape ``(k, D, d)`` holds :math:`k` independent
     :math:`\Phi'`; then ``"phi_alt"`` and ``"ridge_alt"`` have shape ``(k, layer)``, one row per
-    draw (the gain of ridge on :math:`\Phi'` depends on how much a draw overlaps :math:`\Phi`)."""
+    draw (the gain of ridge on :math:`\Phi'` depends on how much a draw overlaps :math:`\Phi`).
+
+    With ``A_rf`` (many random directions, not :math:`A`: a generic random-feature regressor
+    with the same cut-off :math:`\beta`), ``"ridge_rf"`` is the probe for ridge on those
+    features (:math:`\lambda = 1`), and ``"errors"`` holds the held-out mean squared errors, on
+    the query's label, of the encoder itself, of ridge on :math:`\Phi` (the Bayes predictor)
+    and of ridge on the random features, in that order."""
     if n_train < 2 or n_test < 2:
         raise ValueError(f"need n_train >= 2 and n_test >= 2, got {n_train}, {n_test}")
     if A_alt is not None and A_alt.shape[-2:] != A.shape or A_alt is not None and A_alt.ndim not in (2, 3):
         raise ValueError(f"A_alt must have the shape of A, {tuple(A.shape)}, or (k, *that shape); "
                          f"got {tuple(A_alt.shape)}")
+    if A_rf is not None and (A_rf.ndim != 2 or A_rf.shape[1] != A.shape[1]):
+        raise ValueError(f"A_rf must have shape (D_rf, {A.shape[1]}), got {tuple(A_rf.shape)}")
     alts = None if A_alt is None else (A_alt[None] if A_alt.ndim == 2 else A_alt)
     model.eval()
     D = A.shape[0]
@@ -227,11 +249,20 @@ def probe_profile(model: BaiEncoder, A: Float[Tensor, "D d"], generator: torch.G
                      "label": y[:, -1:].double(),
                      "context_mean": y[:, :-1].double().mean(-1, keepdim=True),
                      "weights": ridge_weights(Phi.double(), y.double(), lam_ridge)}
+        if A_rf is not None:
+            extra["ridge_rf"] = dual_ridge_prediction(phi(X, A_rf, beta).double(), y.double(), 1.0)[:, None]
         data.append((hidden_states(model, X, y), Phi, target, extra))
+    errors = None
+    if A_rf is not None:  # on the held-out prompts (the last X, y drawn)
+        label = y[:, -1].double()
+        with torch.no_grad():
+            own = model.predict(X, y).double()
+        errors = torch.stack([(own - label).pow(2).mean(), (data[1][2] - label).pow(2).mean(),
+                              (data[1][3]["ridge_rf"][:, 0] - label).pow(2).mean()])
     (Hs, Phis, rs, es), (Ht, Phit, rt, et) = data
     C = Hs.shape[-1]
     out = {"phi": [], "ridge": [], **{k: [] for k in es}}
-    if es:
+    if alts is not None:
         out["phi_alt"] = [[] for _ in alts]
         out["ridge_alt"] = [[] for _ in alts]
     for ell in range(Hs.shape[0]):
@@ -240,7 +271,7 @@ def probe_profile(model: BaiEncoder, A: Float[Tensor, "D d"], generator: torch.G
         out["phi"].append(probe_r2(ctx_s, Phis[:, :-1].reshape(-1, D), ctx_t,
                                    Phit[:, :-1].reshape(-1, D), lam))
         out["ridge"].append(probe_r2(Hs[ell, :, -1], rs[:, None], Ht[ell, :, -1], rt[:, None], lam))
-        if es:
+        if alts is not None:
             for j in range(len(alts)):
                 out["phi_alt"][j].append(probe_r2(ctx_s, es["phi_alt"][j][:, :-1].reshape(-1, D), ctx_t,
                                                   et["phi_alt"][j][:, :-1].reshape(-1, D), lam))
@@ -248,7 +279,11 @@ def probe_profile(model: BaiEncoder, A: Float[Tensor, "D d"], generator: torch.G
                                                     et["ridge_alt"][j], lam))
             for key in ("ridge_x", "label", "context_mean", "weights"):  # at the query token
                 out[key].append(probe_r2(Hs[ell, :, -1], es[key], Ht[ell, :, -1], et[key], lam))
+        if "ridge_rf" in es:
+            out["ridge_rf"].append(probe_r2(Hs[ell, :, -1], es["ridge_rf"], Ht[ell, :, -1], et["ridge_rf"], lam))
     result = {k: torch.tensor(v) for k, v in out.items()}
+    if errors is not None:
+        result["errors"] = errors
     if A_alt is not None and A_alt.ndim == 2:  # one draw: one row, as the other probes
         result["phi_alt"], result["ridge_alt"] = result["phi_alt"][0], result["ridge_alt"][0]
     return result
