@@ -563,8 +563,17 @@ def test_hand_graded_questions_are_collected_and_their_points_merged(built, tmp_
     csv_path.write_text(csv_path.read_text().replace(f",{second},,3,0,", f",{second},,0,0,"))
     assert manual.read_points("icl", csv_path) == {"s01_icl.ipynb": {"q4": 1.5, "q7": 2.0},
                                                    "s02_icl.ipynb": {"q4": 0.0, "q7": 0.0}}
+    import csv
+
+    filled = list(csv.DictReader(csv_path.open()))
+    next(r for r in filled if r["review_label"] == first)["comment_q4"] = "Say why it is quadratic."
+    with csv_path.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(filled[0]))
+        writer.writeheader()
+        writer.writerows(filled)
     rows = asg.grade("icl", subs, timeout=GRADE_TIMEOUT, jobs=2, build_dir=folder.parent, manual=csv_path)
     by = {r.submission: r for r in rows}
+    assert by["s01_icl.ipynb"].comments == {"q4": "Say why it is quadratic."}
     assert by["s01_icl.ipynb"].scores["q4"] == 1.5 and by["s01_icl.ipynb"].possible["q4"] == 2.0
     assert by["s01_icl.ipynb"].scores["q7"] == 2.0 and by["s02_icl.ipynb"].scores["q4"] == 0.0
 

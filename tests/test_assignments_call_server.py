@@ -364,3 +364,150 @@ def test_ipython_names_are_the_only_ones_left_out():
     assert all(_answers.ipython_name(n) for n in ("_", "__", "___", "_i", "_ii", "_iii", "_i12", "_7", "_oh", "_ih",
                                                    "_dh", "In", "Out", "exit", "quit", "get_ipython", "__name__"))
     assert not any(_answers.ipython_name(n) for n in ("_TOL", "_helper", "_x1", "i", "Output"))
+
+
+# the fourth instructor trial: ways to a second, unguarded copy of a forbidden helper (its
+# module's code run again, its source compiled, the garbage collector searched, the guard's
+# closure opened), and honest helpers that are not top-level defs
+COPIES = ['''import functools
+import gc
+import importlib
+import operator
+import runpy
+
+import numpy as np
+
+
+def X(x):
+    return np.stack([np.ones_like(x), x], 1)
+
+
+def by_runpy(x, y):
+    return float(runpy.run_module("numpy.linalg._linalg")["lstsq"](X(x), y, rcond=None)[0][1])
+
+
+def by_reload(x, y):
+    m = importlib.reload(importlib.import_module("numpy.linalg._linalg"))
+    return float(m.lstsq(X(x), y, rcond=None)[0][1])
+
+
+def by_file(x, y):
+    spec = importlib.util.spec_from_file_location("mine", np.linalg._linalg.__file__)
+    m = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(m)
+    return float(m.lstsq(X(x), y, rcond=None)[0][1])
+
+
+def by_copy(x, y):
+    ns = {"__name__": "numpy.linalg._linalg", "__package__": "numpy.linalg"}
+    exec(compile(open(np.linalg._linalg.__file__).read(), "elsewhere.py", "exec"), ns)
+    return float(ns["lstsq"](X(x), y, rcond=None)[0][1])
+
+
+def by_gc(x, y):
+    found = [o for o in gc.get_objects() if getattr(o, "__name__", "") == "lstsq"]
+    return float(found[0](X(x), y, rcond=None)[0][1])
+
+
+def closure_kinds():
+    return sorted(type(c.cell_contents).__name__ for c in operator.attrgetter("__clo" + "sure__")(np.linalg.lstsq))
+
+
+def by_closure(x, y):
+    for cell in operator.attrgetter("__clo" + "sure__")(np.linalg.lstsq) or ():
+        value = cell.cell_contents
+        if isinstance(value, set):
+            value.clear()
+        elif type(value).__name__ in ("function", "_ArrayFunctionDispatcher"):
+            return float(value(X(x), y, rcond=None)[0][1])
+    return float(np.linalg.lstsq(X(x), y, rcond=None)[0][1])
+
+
+def honest(x, y):
+    A = X(x)
+    return float(np.linalg.solve(A.T @ A, A.T @ y)[1])
+
+
+def make_scale(a):
+    def scale(v):
+        return a * v
+    return scale
+
+
+triple = make_scale(3.0)
+
+
+def _(v):
+    return v + 10.0
+
+
+ten = functools.partial(_, 5.0)
+
+
+@functools.lru_cache(maxsize=None)
+def fib(n):
+    return n if n < 2 else fib(n - 1) + fib(n - 2)
+
+
+for _k in range(1):
+    globals()["looped"] = make_scale(2.0)
+
+
+def helpers(v):
+    return [triple(v), ten(), fib(10)]
+
+
+def uses_looped(v):
+    return looped(v)
+''']
+
+
+@pytest.fixture()
+def copies(tmp_path):
+    answers = tmp_path / "answers.json"
+    kernel: dict = {"__name__": "__main__"}
+    exec(COPIES[0], kernel)
+    kernel.pop("__builtins__")
+    kernel["_"] = 4.0  # IPython's last output
+    _answers.dump(kernel, answers)
+    job = {"answers": str(answers), "sources": COPIES, "trusted": [],
+           "existed": _answers.load(answers)["defined"]}
+    s = CallServer(job, tmp_path)
+    yield s
+    s.close()
+
+
+def test_a_second_copy_of_a_forbidden_helper_is_refused_and_voids(copies):
+    import numpy as np
+
+    x = np.array([1.0, 2.0, 3.0, 4.0])
+    y = 2.0 * x + 1.0
+    expected = {"by_runpy": "runs the code of", "by_reload": "runs the code of", "by_file": "runs the code of",
+                "by_copy": "compiles source that defines lstsq", "by_gc": "garbage collector"}
+    for name, why in expected.items():
+        copies.begin(["numpy.linalg.lstsq"])
+        with pytest.raises(PermissionError, match="grading refuses"):
+            copies.proxy(name)(x, y)
+        assert any(why in t for t in copies.tampered), (name, copies.tampered)
+    # the guard holds no real function and no switch: its closure leads nowhere
+    copies.begin(["numpy.linalg.lstsq"])
+    with pytest.raises(AssertionError, match="forbids numpy.linalg.lstsq"):
+        copies.proxy("by_closure")(x, y)
+    assert copies.refused == ["numpy.linalg.lstsq"] and copies.tampered == []
+    assert not {"function", "set", "_ArrayFunctionDispatcher"} & set(copies.proxy("closure_kinds")())
+    assert copies.proxy("honest")(x, y) == pytest.approx(2.0)
+    copies.begin([])  # a question that allows lstsq: the same code answers, untouched
+    for name in ("by_runpy", "by_reload", "honest"):
+        assert copies.proxy(name)(x, y) == pytest.approx(2.0), name
+        assert copies.tampered == [], name
+
+
+def test_helpers_made_by_closures_decorators_and_partials_reach_the_functions(copies):
+    copies.begin([])
+    assert {"triple", "fib", "_", "helpers"} <= set(copies.defined)
+    assert copies.proxy("helpers")(2.0) == [6.0, 15.0, 55]
+    assert copies.proxy("fib")(12) == 144 and copies.proxy("triple")(1.0) == 3.0
+    # a function made by a loop is not re-made, and the message says why
+    assert "does not re-run" in copies.missing["looped"], copies.missing
+    with pytest.raises(NameError, match="could not carry the notebook's top-level looped over"):
+        copies.proxy("uses_looped")(1.0)

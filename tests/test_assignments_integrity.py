@@ -266,6 +266,19 @@ def test_issue_default_argument_line_is_flagged_for_depth():
                                        banned) == {"q2": ["nnapprox.depth.region_expectation_terms"]}
 
 
+
+def test_a_library_function_named_like_a_forbidden_one_counts_as_it():
+    """scaling's q1 forbids ``numpy.linalg.lstsq``: torch's, or numpy's private gufunc of the
+    same name, answers it as well; the student's own function of that name does not count."""
+    banned = {"q1": ["numpy.linalg.lstsq"]}
+    src = ["import numpy as np\nimport torch\n\ndef fit(A, y):\n    return torch.linalg.lstsq(A, y)\n\n"
+           "def raw():\n    return np.linalg._umath_linalg.lstsq\n"]
+    assert static.forbidden_references(src, banned) == {
+        "q1": ["numpy.linalg.lstsq (as numpy.linalg._umath_linalg.lstsq, torch.linalg.lstsq)"]}
+    own = ["import numpy as np\n\ndef lstsq(A, y):\n    return np.linalg.solve(A.T @ A, A.T @ y)\n\n"
+           "def fit(A, y):\n    return lstsq(A, y)\n"]
+    assert static.forbidden_references(own, banned) == {}
+
 def test_static_flags_cover_the_issue_list():
     cells = {
         "import importlib\nm = importlib.import_module('torch')": "imports importlib",

@@ -92,6 +92,8 @@ def test_each_answer_is_collected_under_its_own_question(students, name, tmp_pat
         for q in questions:
             r[q.name] = str(q.points / 2)
     rows[0]["comment"] = "Clear argument."
+    assert [c for c in rows[0] if c.startswith("comment_")] == [f"comment_{q.name}" for q in questions]
+    rows[1][f"comment_{questions[0].name}"] = "Name the hypothesis you use."
     with csv_path.open("w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=list(rows[0]))
         writer.writeheader()
@@ -101,6 +103,8 @@ def test_each_answer_is_collected_under_its_own_question(students, name, tmp_pat
     key = {r["review_label"]: r["submission_file"]
            for r in csv.DictReader((tmp_path / "manual" / f"manual-{name}-key.csv").open())}
     assert manual.read_comments(name, csv_path) == {key["S01"]: "Clear argument."}
+    assert manual.read_question_comments(name, csv_path) == {
+        key["S02"]: {questions[0].name: "Name the hypothesis you use."}}
 
 
 def test_collect_chooses_files_as_grade_does(students, tmp_path):

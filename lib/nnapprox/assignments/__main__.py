@@ -24,6 +24,14 @@ from .build import (BUILD, AssignmentError, autograder_zip, available, build_one
 from .grade import grade, notes_path
 
 
+def _options(args: argparse.Namespace, names: tuple[str, ...]) -> str:
+    """The options of ``names`` that were given, as a command line would repeat them."""
+    import shlex
+
+    return "".join(f" --{n.replace('_', '-')} {shlex.quote(str(getattr(args, n)))}" for n in names
+                   if getattr(args, n, None) is not None)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m nnapprox.assignments", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -128,14 +136,17 @@ def main(argv: list[str] | None = None) -> int:
             csv_path = collect(args.name, args.folder, args.out or Path(args.folder) / "manual",
                                anonymise=args.anonymise, id_regex=args.id_regex, timestamps=args.timestamps,
                                deadline=args.deadline, late_policy=args.late_policy)
+            same = _options(args, ("id_regex", "timestamps", "deadline", "late_policy"))
             print(f"review pages and the points template: {csv_path.parent} ({csv_path.name}); "
-                  f"fill it in, then: grade {args.name} {args.folder} --manual {csv_path}")
+                  f"fill it in, then: python -m nnapprox.assignments grade {args.name} {args.folder} "
+                  f"--manual {csv_path}{same} --sandbox on")
         elif args.command == "handout":
             from .handout import handout
 
             csv_path = handout(args.name, args.roster, args.out, check=not args.no_check)
             print(f"one notebook per student under {args.out / 'students'}; who got which variant: {csv_path}; "
-                  f"grade with: grade {args.name} SUBMISSIONS --roster {args.roster} --build-dir {args.out / 'builds'}")
+                  f"grade with: python -m nnapprox.assignments grade {args.name} SUBMISSIONS --roster {args.roster} "
+                  f"--build-dir {args.out / 'builds'} --sandbox on")
         elif args.command == "new-bank":
             from .bank import new_bank
 
@@ -159,6 +170,11 @@ def main(argv: list[str] | None = None) -> int:
             flagged = [r.submission for r in rows if r.flags]
             if flagged:
                 print(f"flagged for a look: {', '.join(flagged)} (see the flags column)")
+            zeros = [f"{r.submission} ({', '.join(q for q, v in sorted(r.scores.items()) if v == 0 and r.possible.get(q))})"
+                     for r in rows if not r.flags and r.status == "ok"
+                     and any(v == 0 and r.possible.get(q) for q, v in r.scores.items())]
+            if zeros:
+                print(f"zero on a question without a flag (the tests' messages say why): {'; '.join(zeros)}")
             for note in notes:
                 print(f"note: {note} (also in {notes_path(out)})")
     except AssignmentError as e:

@@ -10,14 +10,17 @@ that sends the arguments, waits for the result and returns it. Whatever the stud
 does here (patching ``builtins``, ``sys.modules``, torch or the test's frames) happens in a
 process the tests do not run in.
 
-Before any of the student's code is defined here, every function that any question forbids
-(the job's ``guarded``) is replaced wherever a module or the namespace holds it by a guard
-(:func:`_guards`) that refuses while the current question forbids it: a reference the code
-stashes (a class body, a default, a list) is the guard. ``builtins``, ``sys.modules``,
-``json`` and the grader's modules are recorded then too (:func:`_watch`), and checked after
-the definitions and after every call; what changed is reported (``"tampered"``) and put back
-before anything else runs. The grader starts a new server for each question
-(:meth:`CallServer.begin`), so nothing carries from one question's calls to the next.
+Each server serves one question (:meth:`CallServer.begin` starts a fresh one), so nothing
+carries from one question's calls to the next, and the question's forbidden helpers (the
+job's ``question_forbids``) are fixed for the life of the process. Before any of the
+student's code is defined here, each of them is replaced wherever a module or the namespace
+holds it by a guard (:func:`_guards`) that only refuses: a reference the code stashes (a
+class body, a default, a list) is the guard, and the guard does not hold the real function.
+An audit hook (:func:`_protect`) refuses making a fresh copy of one (running its module's
+code again, compiling a copy of its source, searching the garbage collector's objects).
+``builtins``, ``sys.modules``, ``json`` and the grader's modules are recorded then too
+(:func:`_watch`), and checked after the definitions and after every call; what changed, and
+what the hook refused, is reported (``"tampered"``) and put back before anything else runs.
 
 Messages are one JSON object per line, values in the tagged form of :mod:`._answers`, which is
 read back without executing anything (no pickle):
@@ -25,10 +28,9 @@ read back without executing anything (no pickle):
 - server to grader, once at the start: ``{"defined": [names], "problems": [...], "missing":
   {name: why}, "tampered": [...]}`` (``missing``: top-level names the functions read that
   could not be carried over; ``tampered``: what defining the code changed);
-- grader to server: ``{"forbidden": ["module.name", ...]}`` sets the functions (the
-  project's library, or another package's: ``numpy.linalg.lstsq``) that raise
-  ``AssertionError`` during the question's calls, or
-  ``{"call": name, "args": [...], "kwargs": [...]}``;
+- grader to server: ``{"call": name, "args": [...], "kwargs": [...]}`` (the forbidden
+  helpers, the project's or another package's such as ``numpy.linalg.lstsq``, which raise
+  ``AssertionError``, are in the job file);
 - server to grader: ``{"ok": true, "result": ...}`` or ``{"ok": false, "error": type, "message": ...}``,
   each with ``"tampered"`` (what the call changed), ``"refused"`` (the guards that refused)
   and ``"generators"``: the states that the call left its ``torch.Generator`` arguments in
@@ -53,6 +55,9 @@ from pathlib import Path
 
 from ._answers import _decode, _encode
 
+#: The longest error message of the student's code that reaches a test message (and the feedback)
+MESSAGE_LIMIT = 300
+
 #: Built-in exception types a proxy re-raises by name; any other is raised as ``RuntimeError``.
 _REBUILT = {name: obj for name, obj in vars(builtins).items()
             if isinstance(obj, type) and issubclass(obj, Exception)}
@@ -74,16 +79,13 @@ class CallServer:
     def __init__(self, job: dict, cwd: Path):
         self.job_path = Path(cwd) / "server-job.json"
         self.job = {k: job.get(k) for k in ("answers", "sources", "trusted", "existed", "statement_limit")}
-        # every question's forbidden helpers: guarded before any of the student's code is defined
-        self.guarded: list[str] = sorted({str(n) for names in (job.get("forbid") or job.get("forbidden") or {}).values() for n in names})
-        self._write_job()
         self.cwd = Path(cwd)
         # the sandbox wrapper (:mod:`._sandbox`) the server runs in, when grading uses one
         self.prefix: list[str] = [str(a) for a in job.get("sandbox_cmd") or []]
         self.proc: subprocess.Popen | None = None
         self.busy = False
         self.used = False  # a call has been made to this process: the next question needs a fresh one
-        self.forbidden: list[str] = []
+        self.forbidden: list[str] = []  # the helpers this process refuses, fixed when it starts
         self.defined: list[str] = []
         self.problems: list[str] = []
         self.missing: dict[str, str] = {}
@@ -92,11 +94,9 @@ class CallServer:
         self.refused: list[str] = []  # the forbidden helpers those calls tried
         self._start()
 
-    def _write_job(self) -> None:
-        self.job_path.write_text(json.dumps({**self.job, "guarded": self.guarded}))
-
     def _start(self) -> None:
         self.close()
+        self.job_path.write_text(json.dumps({**self.job, "question_forbids": self.forbidden}))
         env = {k: v for k, v in os.environ.items() if not k.startswith(("JPY_", "JUPYTER_"))}
         self.proc = subprocess.Popen(self.prefix + [sys.executable, "-P", "-m", "nnapprox.assignments._call_server",
                                       str(self.job_path)], cwd=self.cwd, env=env, stdin=subprocess.PIPE,
@@ -108,17 +108,21 @@ class CallServer:
         self.at_definition = [str(t) for t in hello.get("tampered") or []]
         self.busy = False
         self.used = False
-        if self.forbidden:
-            self._send({"forbidden": self.forbidden})
-            self._read()
 
     def begin(self, names: list[str]) -> None:
         """A new question: a process that no earlier question's calls have touched (nothing its
         code stored or patched carries over), whose forbidden helpers are ``names``."""
         self.tampered, self.refused = [], []
-        if self.used:
-            self.close()
         self.set_forbidden(names)
+
+    def set_forbidden(self, names: list[str]) -> None:
+        """The library functions that raise during the next calls (a question's forbidden
+        helpers). They are fixed for the life of a process, so other ones mean a new process
+        (and so does one that calls have already been made to)."""
+        names = sorted({str(n) for n in names})
+        if names != self.forbidden or self.used or self.busy or self.proc is None or self.proc.poll() is not None:
+            self.forbidden = names
+            self._start()
 
     def _send(self, message: dict) -> None:
         assert self.proc is not None and self.proc.stdin is not None
@@ -138,19 +142,6 @@ class CallServer:
             raise RuntimeError("the submission's process sent a malformed reply")
         return message
 
-    def set_forbidden(self, names: list[str]) -> None:
-        """Library functions that raise during the next calls (a question's forbidden helpers)."""
-        self.forbidden = list(names)
-        if not set(self.forbidden) <= set(self.guarded):  # not guarded in this process: a new one
-            self.guarded = sorted(set(self.guarded) | set(self.forbidden))
-            self._write_job()
-            self.close()
-        if self.busy or self.proc is None or self.proc.poll() is not None:
-            self._start()
-            return
-        self._send({"forbidden": self.forbidden})
-        self._read()
-
     def call(self, name: str, args: tuple, kwargs: dict):
         if self.busy or self.proc is None or self.proc.poll() is not None:
             self._start()  # the last call was interrupted, or the process ended: a fresh one
@@ -164,7 +155,7 @@ class CallServer:
         _advance(args, kwargs, reply.get("generators") or {})
         if reply.get("ok") is True:
             return _decode(reply["result"])
-        kind, message = str(reply.get("error", "RuntimeError")), str(reply.get("message", ""))[:1000]
+        kind, message = str(reply.get("error", "RuntimeError")), str(reply.get("message", ""))[:MESSAGE_LIMIT]
         error: Exception = RuntimeError(f"{kind}: {message}")
         if kind in _REBUILT:
             try:
@@ -222,30 +213,30 @@ def _advance(args, kwargs, states: dict) -> None:
                 pass
 
 
-def _guards(names: list[str], ns: dict) -> tuple[set, dict]:
-    """Replace each function of ``names`` (every question's forbidden helpers), everywhere a
-    module or the notebook's namespace holds it, by a guard that raises ``AssertionError``
-    while the returned set names it (the question being graded forbids it) and otherwise
-    calls the real one. Run before any of the student's code is defined: whatever the code
-    then looks up or stashes (in a class body, a default argument, a list, under any name,
-    through ``operator.attrgetter``) is the guard. A library function that calls a forbidden
-    one through its module (numpy's ``polyfit`` calls ``lstsq``) reaches the guard too.
+def _guards(names: list[str], ns: dict) -> tuple[list, list]:
+    """Replace each function of ``names`` (the question's forbidden helpers), everywhere a
+    module or the notebook's namespace holds it, by a guard that raises ``AssertionError``.
+    Run before any of the student's code is defined: whatever the code then looks up or
+    stashes (in a class body, a default argument, a list, under any name, through
+    ``operator.attrgetter``) is the guard. A library function that calls a forbidden one
+    through its module (numpy's ``polyfit`` calls ``lstsq``) reaches the guard too.
 
-    The guard holds the real function in its closure only (no ``__wrapped__``), and uses no
-    name the student's code could replace: ``in`` on a set, and an exception class bound here.
-    Returns the set (the question's forbidden names go in it) and the list of the names whose
-    guard refused a call (for the flag)."""
+    The guard does not hold the real function (the process serves one question, whose
+    forbidden helpers never change), so nothing in it (``__closure__``, its frame) leads
+    back to the real one. Returns the real functions (for :func:`_protect`) and the list of
+    the names whose guard refused a call (for the flag)."""
     from ._snapshot import _import
 
-    active: set = set()
     refused: list = []
+    reals: list = []
     for full in names:
         module, _, attr = full.rpartition(".")
         target = _import(module)
         real = vars(target).get(attr) if isinstance(getattr(target, "__dict__", None), dict) else None
         if real is None or not callable(real):
             continue
-        guard = _guard(real, full, active, refused)
+        reals.append((full, target, real))
+        guard = _guard(real, full, refused)
         spaces = [ns]
         for m in list(sys.modules.values()):
             try:
@@ -258,24 +249,95 @@ def _guards(names: list[str], ns: dict) -> tuple[set, dict]:
             for key, value in list(space.items()):
                 if value is real:
                     space[key] = guard
-    return active, refused
+    return reals, refused
 
 
-def _guard(real, full: str, active: set, refused: list):
+def _guard(real, full: str, refused: list):
     refuse, record = AssertionError, refused.append
     message = f"this question forbids {full}"
 
     def guard(*args, **kwargs):
-        if full in active:
-            record(full)
-            raise refuse(message)
-        return real(*args, **kwargs)
+        record(full)
+        raise refuse(message)
 
     for key in ("__name__", "__qualname__", "__doc__", "__module__"):
         value = getattr(real, key, None)
         if isinstance(value, str):
             setattr(guard, key, value)
     return guard
+
+
+def _files(full: str, target, real) -> set:
+    """The source files a forbidden function's code comes from (its own module's, the module
+    it was imported from)."""
+    import inspect
+
+    found = set()
+    objects = [real, getattr(real, "_implementation", None), getattr(real, "__wrapped__", None)]
+    try:
+        objects.append(inspect.unwrap(real))
+    except ValueError:
+        pass
+    for obj in objects:
+        code = getattr(obj, "__code__", None)
+        if code is not None and isinstance(code.co_filename, str):
+            found.add(code.co_filename)
+    for module in (target, sys.modules.get(getattr(real, "__module__", None) or "")):
+        f = getattr(module, "__file__", None)
+        if isinstance(f, str):
+            found.add(f)
+    return {f for f in found if not f.startswith("<")}
+
+
+def _protect(reals: list, allowed: list[str]) -> list:
+    """An audit hook (:func:`sys.addaudithook`, which code cannot remove) that refuses what
+    would make a second, unguarded copy of a forbidden function: running the code of the
+    module that defines it again (``runpy.run_module``, ``importlib.reload``, a module made
+    from its file), compiling source text that defines a function of its name (other than the
+    submission's own statements, ``allowed``), and reading the garbage collector's object
+    lists (``gc.get_objects``, ``get_referrers``, ``get_referents``), where the real function
+    may still be found. Each refusal raises ``PermissionError`` in the code that tried it and
+    is returned in the list (the question is void: it counts as tampering)."""
+    files: set = set()
+    defs: list = []
+    for full, target, real in reals:
+        files |= _files(full, target, real)
+        defs.append(f"def {full.rpartition('.')[2]}(")
+    breaches: list = []
+    record, refuse = breaches.append, PermissionError
+    allowed_text = frozenset(a for a in allowed if type(a) is str)
+    gc_events = frozenset(("gc.get_objects", "gc.get_referrers", "gc.get_referents"))
+    frozen_files, frozen_defs = frozenset(files), tuple(defs)
+    str_type, bytes_type = str, bytes
+
+    def hook(event, args):
+        if type(event) is not str_type:
+            return
+        if event in gc_events:
+            record(f"reads the garbage collector's objects ({event})")
+            raise refuse("grading refuses " + event)
+        if event == "exec" and args:
+            code = args[0]
+            name = getattr(code, "co_filename", None) if type(code).__name__ == "code" else None
+            if type(name) is str_type and name in frozen_files:
+                record(f"runs the code of {name} again (a fresh copy of a forbidden helper's module)")
+                raise refuse("grading refuses running a forbidden helper's module again")
+        elif event == "compile" and len(args) > 1:
+            source, name = args[0], args[1]
+            if type(name) is str_type and name in frozen_files:
+                record(f"compiles {name} again (a fresh copy of a forbidden helper's module)")
+                raise refuse("grading refuses compiling a forbidden helper's module again")
+            if type(source) is bytes_type:
+                source = source.decode("latin-1")
+            if type(source) is str_type and source not in allowed_text:
+                for d in frozen_defs:
+                    if d in source:
+                        record(f"compiles source that defines {d[4:-1]} (a copy of a forbidden helper)")
+                        raise refuse("grading refuses compiling a copy of a forbidden helper")
+
+    if reals:
+        sys.addaudithook(hook)
+    return breaches
 
 
 #: modules whose dictionaries the function process checks after every call, besides
@@ -328,19 +390,27 @@ def serve(job_path: str) -> int:
     out = os.fdopen(os.dup(1), "w", buffering=1)  # the replies; fd 1 now goes to stderr
     os.dup2(2, 1)
     sys.stdout = sys.stderr
-    from ._clean_grade import STATEMENT_LIMIT, build_namespace, define_student_code, used_globals
+    from ._clean_grade import (STATEMENT_LIMIT, build_namespace, define_student_code, is_function, statements,
+                               used_globals)
 
     job = json.loads(Path(job_path).read_text())
     problems: list[str] = []
     ns, skipped, existed = build_namespace(job, problems)
-    guarded = [str(n) for n in job.get("guarded") or []]
-    active, refused = _guards(guarded, ns)  # before any of the student's code runs here
-    check = _watch(guarded)
+    forbidden = [str(n) for n in job.get("question_forbids") or []]
+    reals, refused = _guards(forbidden, ns)  # before any of the student's code runs here
+    check = _watch(forbidden)
+    breaches = _protect(reals, [src for _, _, src in statements(job.get("sources") or [])])
     write, dumps, loads, clear = out.write, json.dumps, json.loads, list.clear
+
+    def changed() -> list:
+        found = check() + breaches[:]
+        clear(breaches)
+        return found
+
     names = define_student_code(ns, job.get("sources") or [], problems, job.get("existed") or existed,
                                 skipped=skipped, limit=job.get("statement_limit") or STATEMENT_LIMIT)
-    at_definition = check()  # a class body or a re-run statement that patched the grader
-    defined = sorted({n for n in names if isinstance(ns.get(n), types.FunctionType)})
+    at_definition = changed()  # a class body or a re-run statement that patched the grader
+    defined = sorted({n for n in names if is_function(ns.get(n))})
     used = used_globals(ns, names)
     missing = {n: why for n, why in skipped.items() if n in used and n not in ns}
     write(dumps({"defined": defined, "problems": problems, "missing": missing, "tampered": at_definition}) + "\n")
@@ -349,37 +419,32 @@ def serve(job_path: str) -> int:
         tampered: list = []
         try:
             request = loads(line)
-            if "forbidden" in request:
-                active.clear()
-                active.update(str(n) for n in request["forbidden"])
-                reply = {"ok": True, "result": _encode(None)}
-            else:
-                name = str(request["call"])
-                if name not in defined:
-                    raise NameError(f"the submission defines no function {name}")
-                args, kwargs = _decode(request["args"]), _decode(request["kwargs"])
-                try:
-                    result = ns[name](*args, **kwargs)
-                except NameError as e:
-                    tampered = check()
-                    gone = getattr(e, "name", None)
-                    if gone in missing:
-                        raise NameError(f"{e} (the grader could not carry the notebook's top-level "
-                                        f"{gone} over: {missing[gone]})") from None
-                    raise
-                except BaseException:
-                    tampered = check()
-                    raise
-                tampered = check()  # before anything below runs with what the call may have replaced
-                try:
-                    reply = {"ok": True, "result": _encode(result)}
-                finally:
-                    states = {k: _encode(g.get_state()) for k, g in _generators(args, kwargs).items()}
-                reply["generators"] = states
+            name = str(request["call"])
+            if name not in defined:
+                raise NameError(f"the submission defines no function {name}")
+            args, kwargs = _decode(request["args"]), _decode(request["kwargs"])
+            try:
+                result = ns[name](*args, **kwargs)
+            except NameError as e:
+                tampered = changed()
+                gone = getattr(e, "name", None)
+                if gone in missing:
+                    raise NameError(f"{e} (the grader could not carry the notebook's top-level "
+                                    f"{gone} over: {missing[gone]})") from None
+                raise
+            except BaseException:
+                tampered = changed()
+                raise
+            tampered = changed()  # before anything below runs with what the call may have replaced
+            try:
+                reply = {"ok": True, "result": _encode(result)}
+            finally:
+                states = {k: _encode(g.get_state()) for k, g in _generators(args, kwargs).items()}
+            reply["generators"] = states
         except BaseException as e:  # noqa: BLE001 - reported to the test as the call's error
             if isinstance(e, KeyboardInterrupt):
                 raise
-            reply = {"ok": False, "error": type(e).__name__, "message": str(e)[:1000],
+            reply = {"ok": False, "error": type(e).__name__, "message": str(e)[:MESSAGE_LIMIT],
                      "generators": states}
         reply["tampered"], reply["refused"] = tampered, refused[:]
         clear(refused)

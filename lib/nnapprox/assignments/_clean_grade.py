@@ -51,7 +51,7 @@ import time
 from pathlib import Path
 
 from ._answerable import Recorder, answerable
-from ._call_server import CallServer
+from ._call_server import MESSAGE_LIMIT, CallServer
 from ._answers import load
 from ._snapshot import Snapshot, _import, _on_alarm, _Timeout, plain
 
@@ -223,10 +223,22 @@ def define_student_code(ns: dict, sources: list[str], problems: list[str],
     A name that still cannot be made keeps its entry in ``skipped``, with the reason."""
     import types
 
+    from ._answers import ipython_name
+
     names = []
-    keep = None if existed is None else set(existed)
+    todo = statements(sources)
+    by_def = {b[0] for kind, b, _ in todo if kind == "def"}
+    # a def is re-run when the kernel had its name as a function, or had it as something the
+    # answers file could not carry (``@lru_cache`` makes a wrapper), or when the name is one
+    # of IPython's (``def _(x)``: the kernel's ``_`` is the last output, not the function)
+    keep = (None if existed is None
+            else set(existed) | set(skipped or {}) | {n for n in by_def if ipython_name(n)})
     wanted = dict(skipped or {})
-    for kind, bound, src in statements(sources):
+    # a function the kernel had that no def makes was made by a top-level statement
+    # (``triple = make_scale(3)``, a closure): that statement is re-run too
+    made = set(existed or []) - by_def
+    wanted.update({n: "a function the notebook made at top level" for n in made if n not in wanted})
+    for kind, bound, src in todo:
         if kind == "def":
             if keep is not None and bound[0] not in keep:
                 continue
@@ -237,6 +249,7 @@ def define_student_code(ns: dict, sources: list[str], problems: list[str],
             _run_limited(compile(src, f"<submission: {label}>", "exec"), ns, limit)
             if kind == "def":
                 names.append(bound[0])
+            names.extend(n for n in bound if kind == "assign" and n in made)
             for n in bound:
                 if skipped is not None and n in wanted:
                     skipped.pop(n, None)
@@ -250,12 +263,24 @@ def define_student_code(ns: dict, sources: list[str], problems: list[str],
                     if skipped is not None and n in wanted:
                         ns.pop(n, None)
                         skipped[n] = f"{wanted[n]}; re-running its statement failed ({why})"
+    for n in sorted(made):
+        if n not in ns and skipped is not None:
+            skipped.setdefault(n, f"{wanted[n]}, by code the grader does not re-run (it re-runs top-level "
+                                  "def, class, import and plain assignment statements only)")
     exec(_GUARD, ns)
     guard = ns.pop("__nnapprox_guard__")
     for name in set(names):
-        if isinstance(ns.get(name), types.FunctionType):
+        if is_function(ns.get(name)):
             ns[name] = guard(ns[name], plain)
     return names
+
+
+def is_function(value) -> bool:
+    """A function the tests may call: a plain function, or a callable that is not a class (what
+    a decorator such as ``functools.lru_cache`` or a closure factory returns)."""
+    import types
+
+    return isinstance(value, types.FunctionType) or (callable(value) and not isinstance(value, type))
 
 
 def used_globals(ns: dict, names: list[str]) -> set[str]:
@@ -321,7 +346,7 @@ def run_question(test_file, ns: dict, snapshot: Snapshot, timeout: float, void: 
             passed, message = False, (f"stopped: no result within the question's time limit ({timeout:g} s); "
                                       "an infinite loop or a very slow function?")
         except BaseException as e:  # noqa: BLE001 - SystemExit or KeyboardInterrupt from student code too
-            passed, message = False, f"{type(e).__name__}: {str(e)[:1000]}"
+            passed, message = False, f"{type(e).__name__}: {str(e)[:MESSAGE_LIMIT]}"
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, old)

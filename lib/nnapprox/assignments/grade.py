@@ -213,11 +213,13 @@ def grade(name: str, folder: Path | str, *, timeout: float = 300.0, out: Path | 
     hand: dict[str, dict[str, float]] = {}
     hand_possible: dict[str, float] = {}
     comments: dict[str, str] = {}
+    per_question: dict[str, dict[str, str]] = {}
     if manual is not None:
-        from .manual import manual_questions, read_comments, read_points
+        from .manual import manual_questions, read_comments, read_points, read_question_comments
 
         hand = read_points(name, manual)
         comments = read_comments(name, manual)
+        per_question = read_question_comments(name, manual)
         hand_possible = {q.name: q.points for q in manual_questions(name)}
         ungraded = [s.name for s in subs if s.name not in hand]
         if ungraded:
@@ -280,6 +282,7 @@ def grade(name: str, folder: Path | str, *, timeout: float = 300.0, out: Path | 
         row.student_id = sid
         if sub.name in comments:
             row.comments[""] = comments[sub.name]
+        row.comments.update(per_question.get(sub.name, {}))
         row.late_hours = roster.hours_late(sub, when, times)
         if policy == "per-hour":
             row.penalty = round(min(sum(row.scores.values()), per_hour * row.late_hours), 4)

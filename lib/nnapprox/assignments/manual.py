@@ -221,7 +221,8 @@ def collect(name: str, folder: Path | str, out: Path | str, *, anonymise: bool =
     Each student's file is chosen as ``grade`` chooses it, from the same ``id_regex``,
     ``timestamps`` CSV, ``deadline`` and ``late_policy``: pass the same options to both.
 
-    The template's columns are :data:`COLUMNS`, one per question, and ``comment``. With
+    The template's columns are :data:`COLUMNS`, one per question, ``comment`` (for the whole
+    submission) and ``comment_qN`` per question. With
     ``anonymise`` the pages and the template show labels ``S01, S02, ...`` only, given in a
     random order (seeded by the batch's file names, so stable from run to run). The
     template's ``submission_file`` and ``student_id`` are then empty, its ``review_label``
@@ -265,10 +266,11 @@ def collect(name: str, folder: Path | str, out: Path | str, *, anonymise: bool =
     csv_path = out / f"manual-{name}.csv"
     with open(csv_path, "w", newline="") as f:
         writer = csv.writer(f)
-        writer.writerow([*COLUMNS, *(q.name for q in questions), "comment"])
+        writer.writerow([*COLUMNS, *(q.name for q in questions), "comment", *(f"comment_{q.name}" for q in questions)])
         for s in subs:
             sid = "" if anonymise else roster.submission_student(s, regex)
-            writer.writerow(["" if anonymise else s.name, labels[s], sid, *([""] * len(questions)), ""])
+            writer.writerow(["" if anonymise else s.name, labels[s], sid, *([""] * len(questions)), "",
+                             *([""] * len(questions))])
     key = out / f"manual-{name}-key.csv"
     if anonymise:
         with open(key, "w", newline="") as f:
@@ -309,6 +311,21 @@ def read_comments(name: str, path: Path | str) -> dict[str, str]:
     with open(path, newline="") as f:
         return {_file_of(row, key): row["comment"].strip()
                 for row in csv.DictReader(f) if (row.get("comment") or "").strip()}
+
+
+def read_question_comments(name: str, path: Path | str) -> dict[str, dict[str, str]]:
+    """The grader's comments per submission file and question (the ``comment_qN`` columns of a
+    filled ``manual-NAME.csv``; empty ones left out)."""
+    path = Path(path)
+    key = _key(path, name)
+    out: dict[str, dict[str, str]] = {}
+    with open(path, newline="") as f:
+        for row in csv.DictReader(f):
+            found = {c[len("comment_"):]: (v or "").strip() for c, v in row.items()
+                     if c and c.startswith("comment_") and (v or "").strip()}
+            if found:
+                out[_file_of(row, key)] = found
+    return out
 
 
 def read_points(name: str, path: Path | str) -> dict[str, dict[str, float]]:

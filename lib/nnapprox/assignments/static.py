@@ -6,7 +6,8 @@ tell the instructor which submissions tried something, so that a zero is explain
 full score is looked at. :func:`flags` reports
 
 - reassigning, deleting or ``setattr``/``delattr``-ing an attribute of any imported module
-  or of something reached from one (``otter.test_files.exception_test.ExceptionTestFile.run``);
+  or of something reached from one (``otter.test_files.exception_test.ExceptionTestFile.run``),
+  and any direct use of ``__setattr__`` / ``__delattr__`` (``type(m).__setattr__(m, ...)``);
 - any use of ``sys.modules``, of ``builtins`` / ``__builtins__``, of ``exec``, ``eval``,
   ``compile`` or ``__import__``;
 - frame access: ``sys._getframe``, ``inspect.currentframe``/``stack``/``getouterframes``, and
@@ -17,6 +18,8 @@ full score is looked at. :func:`flags` reports
 - any reference to a forbidden library function (:func:`forbidden_references`): an
   attribute ``D.name``, an import ``from nnapprox.depth import name``, or the name as a
   string (``getattr(D, "name")``), wherever it appears: a call, a default argument, a dict;
+  and a module's function of the same name elsewhere (``torch.linalg.lstsq`` or numpy's
+  private ``np.linalg._umath_linalg.lstsq`` where ``numpy.linalg.lstsq`` is forbidden);
 - reaching the grader's own state: an exception's ``__traceback__``, ``sys.exc_info``,
   ``sys.argv``, a frame attribute's name as a string (``"tb_" + "frame"``), ``getattr`` /
   ``setattr`` / ``hasattr`` / ``delattr`` with a computed name, ``vars`` / ``globals`` /
@@ -184,6 +187,8 @@ def flags(sources: list[str], forbidden: dict[str, list[str]] | None = None, giv
                 if root in FRAME_FUNCS and attr.split(".")[0] in FRAME_FUNCS[root]:
                     found.add(f"uses {root}.{attr.split('.')[0]}")
             if isinstance(node, ast.Attribute):
+                if node.attr in ("__setattr__", "__delattr__"):  # type(module).__setattr__(module, ...)
+                    found.add(f"calls {node.attr} directly")
                 if node.attr in FRAME_ATTRS:
                     found.add(f"uses .{node.attr}")
                 dotted = _dotted(node)
@@ -239,19 +244,25 @@ def forbidden_references(sources: list[str], forbidden: dict[str, list[str]] | N
             continue
         used: set[str] = set(_aliases([tree]).values())
         strings: set[str] = set()
+        # attributes of an imported module (``np.linalg._umath_linalg.lstsq``,
+        # ``torch.linalg.lstsq``): a library function named like a forbidden one counts as it
+        reached: set[str] = set()
         for node in ast.walk(tree):
             if isinstance(node, (ast.Attribute, ast.Name)):
                 dotted = _dotted(node)
                 if dotted:
                     used.add(_resolve(dotted, aliases))
+                    if isinstance(node, ast.Attribute) and dotted.split(".")[0] in aliases:
+                        reached.add(_resolve(dotted, aliases))
             elif isinstance(node, ast.Constant) and isinstance(node.value, str):
                 strings.add(node.value)
         for q, names in forbidden.items():
             for full in names:
                 short = full.rsplit(".", 1)[-1]
-                if not (full in used or short in strings or any(s.endswith("." + short) for s in strings)):
+                alike = sorted(r for r in reached if r != full and r.rsplit(".", 1)[-1] == short)
+                if not (full in used or alike or short in strings or any(s.endswith("." + short) for s in strings)):
                     continue
                 if owner is not None and owner != q and full not in forbidden.get(owner, []):
                     continue  # allowed (or asked for) in the question this cell answers
-                out.setdefault(q, set()).add(full)
+                out.setdefault(q, set()).add(full if full in used or not alike else f"{full} (as {', '.join(alike)})")
     return {q: sorted(v) for q, v in sorted(out.items())}
