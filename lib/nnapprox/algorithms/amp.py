@@ -272,8 +272,8 @@ def projected_denoising(
 def lmmse(A: Float[Tensor, "batch n d"], y: Float[Tensor, "batch n"], eps: float, sigma2: float,
           ) -> Float[Tensor, "batch d"]:
     r"""The best *linear* estimator of :math:`x` (mean 0, covariance :math:`\varepsilon I_d`):
-    :math:`\hat x = \varepsilon A^\top(\varepsilon AA^\top + \sigma^2 I_n)^{-1}y`. The foil of
-    the fixed-point finding: an estimator that ignores the sparsity."""
+    :math:`\hat x = \varepsilon A^\top(\varepsilon AA^\top + \sigma^2 I_n)^{-1}y`. An estimator
+    that ignores the sparsity, shown beside AMP in the hard phase."""
     if A.ndim != 3 or y.shape != A.shape[:2]:
         raise ValueError(f"need A (batch, n, d) and y (batch, n); got {tuple(A.shape)}, {tuple(y.shape)}")
     _check_prior(eps, sigma2)

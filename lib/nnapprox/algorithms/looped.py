@@ -24,8 +24,7 @@ tokens, an optional MLP, a final LayerNorm) is looped with *input injection*,
 Training minimises the squared error averaged over a window of loop counts,
 :math:`\frac1{|W|}\sum_{t\in W}(\hat y_t - y)^2` with :math:`W = \{T-\Delta+1, \dots, T\}`
 (Yang et al.: :math:`\Delta = 15`, :math:`T = 30` for linear regression; here :math:`T = 4`
-and :math:`\Delta = T`: with :math:`\Delta = 2`, long training fits loops 3-4 only and the
-error doubles beyond them). The foil drops
+and :math:`\Delta = T`). The foil drops
 input injection only (:math:`Y_0 = P`, :math:`Y_{t+1} = M_\theta(Y_t)`) and keeps the same window
 loss, so that the comparison isolates injection. :class:`LoopedTransformer`
 holds ``n_runs`` independent models stacked along a leading axis, trained as one program.

@@ -32,9 +32,12 @@ A prompt is :math:`N + 1` tokens :math:`(x_i, y_i)` with the query's label set t
 (:class:`~nnapprox.icl.BaiEncoder`). :func:`hidden_states` returns the state after the read-in
 (layer 0) and after each of the ``n_layer`` layers; :func:`probe_r2` fits a ridge least-squares
 probe on one set of prompts and reports :math:`R^2` on held-out prompts;
-:func:`layer_statistics` condenses the two profiles into numbers. The foil is the same encoder
-untrained (:func:`untrained_model`): its random layers already make part of :math:`\Phi`
-linearly decodable (random features of :math:`x`), but not the ridge prediction.
+:func:`layer_statistics` condenses the two profiles into numbers. The comparisons are the same
+encoder untrained (:func:`untrained_model`: its random layers already make part of :math:`\Phi`
+linearly decodable, random features of :math:`x`), unused representations :math:`\Phi'` of
+the same family (the foil of the finding that training makes :math:`\Phi` decodable), and a
+generic random-feature regressor (``A_rf`` of :func:`probe_profile`), whose prediction is built
+up across the layers about as much as ridge on :math:`\Phi`.
 """
 
 from __future__ import annotations
