@@ -483,7 +483,7 @@ def test_a_second_copy_of_a_forbidden_helper_is_refused_and_voids(copies):
     x = np.array([1.0, 2.0, 3.0, 4.0])
     y = 2.0 * x + 1.0
     expected = {"by_runpy": "runs the code of", "by_reload": "runs the code of", "by_file": "runs the code of",
-                "by_copy": "compiles source that defines lstsq", "by_gc": "garbage collector"}
+                "by_copy": "compile", "by_gc": "garbage collector"}
     for name, why in expected.items():
         copies.begin(["numpy.linalg.lstsq"])
         with pytest.raises(PermissionError, match="grading refuses"):
@@ -511,3 +511,117 @@ def test_helpers_made_by_closures_decorators_and_partials_reach_the_functions(co
     assert "does not re-run" in copies.missing["looped"], copies.missing
     with pytest.raises(NameError, match="could not carry the notebook's top-level looped over"):
         copies.proxy("uses_looped")(1.0)
+
+
+# the fifth instructor trial: ways past the guards through another process (multiprocessing,
+# subprocess fetched by unpickling), the interpreter's frames (the call server's own state)
+# and code the submission builds; and honest helpers that return what a test would refuse
+ESCAPES = ['''import numpy as np
+import operator, functools, collections, pickle, sys
+
+def X(x):
+    return np.stack([np.ones_like(x), x], 1)
+
+def by_spawn(x, y):
+    import multiprocessing
+    fn = operator.attrgetter("linalg.lst" + "sq")(np)
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        return float(pool.apply(fn, (X(x), y), {"rcond": None})[0][1])
+
+def by_fork(x, y):
+    import multiprocessing
+    fn = operator.attrgetter("linalg.lst" + "sq")(np)
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        return float(pool.apply(fn, (X(x), y), {"rcond": None})[0][1])
+
+def by_subprocess(x, y):
+    run = pickle.loads(b"csubprocess\\ncheck_output\\n.")
+    return float(run([sys.executable, "-c", "print(2.0)"]))
+
+def by_frames(x, y):
+    f = pickle.loads(b"csys\\n_getframe\\n.")(0)
+    return 1.0
+
+def by_getframe(x, y):
+    f = operator.attrgetter("_get" + "frame")(sys)(0)
+    return 1.0
+
+def by_traceback(x, y):
+    try:
+        raise ValueError
+    except ValueError as e:
+        f = operator.attrgetter("tb_" + "frame")(e.__traceback__)
+    return 1.0
+
+def by_exec(x, y):
+    b = operator.attrgetter("__buil" + "tins__")(np)
+    ex = b["ex" + "ec"] if isinstance(b, dict) else getattr(b, "ex" + "ec")
+    ns = {}
+    ex("r = 2.0", ns)
+    return ns["r"]
+
+P = collections.namedtuple("P", "a b")
+
+def _helper_fn(a):
+    def step(v):
+        return a * v
+    return step
+
+def _gen(n):
+    return (i for i in range(n))
+
+def honest(x, y):
+    A = X(x)
+    s = _helper_fn(1.0)
+    p = P(1, 2)
+    total = sum(_gen(3))
+    return float(s(np.linalg.solve(A.T @ A, A.T @ y)[1]))
+''', '''def also(v):
+    return v + 1
+
+grader.check("q1")''']
+
+
+@pytest.fixture()
+def escapes(tmp_path):
+    answers = tmp_path / "answers.json"
+    kernel: dict = {"__name__": "__main__"}
+    exec(ESCAPES[0], kernel)
+    exec("def also(v):\n    return v + 1\n", kernel)
+    kernel.pop("__builtins__")
+    _answers.dump(kernel, answers)
+    job = {"answers": str(answers), "sources": ESCAPES, "trusted": [],
+           "existed": _answers.load(answers)["defined"]}
+    s = CallServer(job, tmp_path)
+    yield s
+    s.close()
+
+
+def test_processes_unpickled_names_frames_and_built_code_are_refused(escapes):
+    import numpy as np
+
+    x = np.array([1.0, 2.0, 3.0, 4.0])
+    y = 2.0 * x + 1.0
+    expected = {"by_spawn": "starts a process", "by_fork": "starts a process (os.fork)",
+                "by_subprocess": "unpickles a name", "by_frames": "unpickles a name",
+                "by_getframe": "frames (sys._getframe)", "by_traceback": "frames (tb_frame)",
+                "by_exec": "runs code it builds"}
+    for name, why in expected.items():
+        escapes.begin(["numpy.linalg.lstsq"])
+        with pytest.raises(PermissionError, match="grading refuses"):
+            escapes.proxy(name)(x, y)
+        assert any(why in t for t in escapes.tampered), (name, escapes.tampered)
+
+
+def test_helpers_may_return_anything_and_a_check_in_the_answer_cell_keeps_the_answer(escapes):
+    """Only what a test receives must be plain data: ``honest`` uses a helper that returns a
+    function, a generator and a namedtuple. ``also`` sits in a cell that ends with
+    ``grader.check``."""
+    import numpy as np
+
+    x = np.array([1.0, 2.0, 3.0, 4.0])
+    escapes.begin(["numpy.linalg.lstsq"])
+    assert escapes.proxy("honest")(x, 2.0 * x + 1.0) == pytest.approx(2.0)
+    assert escapes.tampered == [] and escapes.proxy("also")(1) == 2
+    with pytest.raises(TypeError, match=r"_helper_fn\(\) returned a builtins.function"):
+        escapes.proxy("_helper_fn")(2.0)

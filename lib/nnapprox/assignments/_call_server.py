@@ -297,7 +297,16 @@ def _protect(reals: list, allowed: list[str]) -> list:
     submission's own statements, ``allowed``), and reading the garbage collector's object
     lists (``gc.get_objects``, ``get_referrers``, ``get_referents``), where the real function
     may still be found. Each refusal raises ``PermissionError`` in the code that tried it and
-    is returned in the list (the question is void: it counts as tampering)."""
+    is returned in the list (the question is void: it counts as tampering).
+
+    Whatever the question forbids, the hook also refuses what a graded function never needs
+    and what reaches past the guards: starting a process (``subprocess``, ``os.system``,
+    ``os.exec*``, ``os.posix_spawn``, ``os.fork``, ``multiprocessing``: a fresh interpreter has
+    the real functions), unpickling a name (``pickle.loads(b"cos\\nsystem\\n.")`` fetches any
+    function without naming it in the code), ``ctypes``, sockets, and, when the submission's own
+    code asks (directly, or through ``inspect``/``traceback``), the interpreter's frames
+    (``sys._getframe``, ``tb_frame``, ``gi_frame``: the grader's frames hold its state) and
+    ``exec``/``compile``."""
     files: set = set()
     defs: list = []
     for full, target, real in reals:
@@ -308,11 +317,52 @@ def _protect(reals: list, allowed: list[str]) -> list:
     allowed_text = frozenset(a for a in allowed if type(a) is str)
     gc_events = frozenset(("gc.get_objects", "gc.get_referrers", "gc.get_referents"))
     frozen_files, frozen_defs = frozenset(files), tuple(defs)
+    process_events = ("subprocess.", "os.exec", "os.spawn", "os.posix_spawn", "os.fork", "os.forkpty")
+    always = {"os.system": "starts a process", "pty.spawn": "starts a process",
+              "pickle.find_class": "unpickles a name", "ctypes.dlopen": "uses ctypes",
+              "ctypes.dlsym": "uses ctypes", "ctypes.cdata": "uses ctypes", "ctypes.call_function": "uses ctypes",
+              "ctypes.addressof": "uses ctypes", "ctypes.string_at": "uses ctypes",
+              "socket.connect": "opens a network connection", "socket.bind": "opens a network connection"}
+    frame_events = frozenset(("sys._getframe", "sys._current_frames", "sys.settrace", "sys.setprofile"))
+    frame_attrs = frozenset(("tb_frame", "gi_frame", "cr_frame", "ag_frame"))
     str_type, bytes_type = str, bytes
 
+    getframe = sys._getframe
+    busy = [False]
+
+    def from_submission() -> bool:
+        """The code that raised the event is the submission's (or inspect/traceback called
+        from it); read with the hook's own frame access, not re-audited."""
+        busy[0] = True
+        try:
+            frame = getframe(2)  # 0: here, 1: the hook, 2: the code the event comes from
+            for _ in range(4):
+                name = frame.f_code.co_filename if frame is not None else ""
+                if type(name) is str_type and name.startswith("<submission: "):
+                    return True
+                if not (type(name) is str_type and name.endswith(("inspect.py", "traceback.py"))):
+                    return False
+                frame = frame.f_back
+            return False
+        finally:
+            busy[0] = False
+
     def hook(event, args):
-        if type(event) is not str_type:
+        if type(event) is not str_type or busy[0]:
             return
+        if event.startswith(process_events) or event in always:
+            record(f"{always.get(event, 'starts a process')} ({event})")
+            raise refuse("grading refuses " + event)
+        if event in frame_events or (event == "object.__getattr__" and len(args) > 1
+                                     and type(args[1]) is str_type and args[1] in frame_attrs):
+            if from_submission():
+                what = args[1] if event == "object.__getattr__" else event
+                record(f"reads the interpreter's frames ({what})")
+                raise refuse("grading refuses reading frames")
+            return
+        if event in ("exec", "compile") and from_submission():
+            record(f"runs code it builds ({event})")
+            raise refuse("grading refuses " + event)
         if event in gc_events:
             record(f"reads the garbage collector's objects ({event})")
             raise refuse("grading refuses " + event)
@@ -335,8 +385,17 @@ def _protect(reals: list, allowed: list[str]) -> list:
                         record(f"compiles source that defines {d[4:-1]} (a copy of a forbidden helper)")
                         raise refuse("grading refuses compiling a copy of a forbidden helper")
 
-    if reals:
-        sys.addaudithook(hook)
+    sys.addaudithook(hook)
+    try:  # multiprocessing starts its processes through this, with no audit event in 3.11
+        import _posixsubprocess
+    except ImportError:
+        pass
+    else:
+        def fork_exec(*args, **kwargs):
+            record("starts a process (_posixsubprocess.fork_exec)")
+            raise refuse("grading refuses starting a process")
+
+        _posixsubprocess.fork_exec = fork_exec
     return breaches
 
 
@@ -344,7 +403,7 @@ def _protect(reals: list, allowed: list[str]) -> list:
 #: ``builtins``: what it relies on to answer (the grader's own modules, ``json``) and where
 #: the forbidden helpers' guards live
 _WATCHED = ("builtins", "sys", "json", "json.encoder", "json.decoder", "json.scanner", "base64", "operator",
-            "functools", "types")
+            "functools", "types", "_posixsubprocess")
 
 
 def _watch(extra: list[str]):
@@ -393,13 +452,16 @@ def serve(job_path: str) -> int:
     from ._clean_grade import (STATEMENT_LIMIT, build_namespace, define_student_code, is_function, statements,
                                used_globals)
 
+    from ._snapshot import plain
+
     job = json.loads(Path(job_path).read_text())
     problems: list[str] = []
     ns, skipped, existed = build_namespace(job, problems)
     forbidden = [str(n) for n in job.get("question_forbids") or []]
     reals, refused = _guards(forbidden, ns)  # before any of the student's code runs here
-    check = _watch(forbidden)
     breaches = _protect(reals, [src for _, _, src in statements(job.get("sources") or [])])
+    check = _watch(forbidden)  # after the hook's own replacements
+    del reals  # the real functions: no frame of this process holds them from here on
     write, dumps, loads, clear = out.write, json.dumps, json.loads, list.clear
 
     def changed() -> list:
@@ -437,7 +499,7 @@ def serve(job_path: str) -> int:
                 raise
             tampered = changed()  # before anything below runs with what the call may have replaced
             try:
-                reply = {"ok": True, "result": _encode(result)}
+                reply = {"ok": True, "result": _encode(plain(result, f"{name}()"))}
             finally:
                 states = {k: _encode(g.get_state()) for k, g in _generators(args, kwargs).items()}
             reply["generators"] = states

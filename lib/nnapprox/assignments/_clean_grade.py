@@ -17,8 +17,8 @@ builds the namespace the tests read from:
    the notebook finished), and, in the call server only, the top-level imports and plain
    assignments that bind a value the answers file could not carry (:func:`statements`,
    :func:`define_student_code`); no other top-level code runs.
-   Each function is wrapped so that what it returns must be plain data (an object with
-   rigged comparisons cannot pass a test).
+   What a function returns to a test must be plain data (an object with rigged comparisons
+   cannot pass a test); its own helpers may return anything.
 
 Steps 1-4 also run in a third process, :mod:`._call_server`, and only there are the student's
 functions defined: here each of them is a proxy that sends its arguments to that process and
@@ -53,7 +53,7 @@ from pathlib import Path
 from ._answerable import Recorder, answerable
 from ._call_server import MESSAGE_LIMIT, CallServer
 from ._answers import load
-from ._snapshot import Snapshot, _import, _on_alarm, _Timeout, plain
+from ._snapshot import Snapshot, _import, _on_alarm, _Timeout
 
 _MAGIC = re.compile(r"^(\s*)[%!].*$", re.M)
 
@@ -78,6 +78,27 @@ def parse_cell(source: str) -> ast.Module | None:
     return parse_source(_MAGIC.sub(r"\1pass", source))
 
 
+_CHECKS = ("check", "export", "check_all")
+
+
+def without_checks(source: str) -> str:
+    """A code cell without its top-level ``grader.check(...)``/``grader.export(...)`` statements
+    (a student who ends an answer cell with the check keeps the answer); the other lines as they
+    were. A cell that does not parse loses only the lines that start with such a call."""
+    lines = source.splitlines()
+    tree = parse_cell(source)
+    drop: set[int] = set()
+    if tree is None:
+        drop = {i for i, line in enumerate(lines) if re.match(r"\s*grader\.(check|export|check_all)\(", line)}
+    else:
+        for node in tree.body:
+            call = node.value if isinstance(node, ast.Expr) else None
+            if (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr in _CHECKS
+                    and isinstance(call.func.value, ast.Name) and call.func.value.id == "grader"):
+                drop |= set(range(node.lineno - 1, node.end_lineno))
+    return "\n".join(line for i, line in enumerate(lines) if i not in drop)
+
+
 def _definition_source(node: ast.AST, text: str) -> str:
     """The lines of a ``def``/``class`` node, decorators included, from its cell's text."""
     first = min([node.lineno] + [d.lineno for d in node.decorator_list])
@@ -99,18 +120,6 @@ def definitions(sources: list[str]) -> list[tuple[str, str]]:
                   and isinstance(node.targets[0], ast.Name)):
                 out.append((node.targets[0].id, ast.get_source_segment(text, node) or ""))
     return out
-
-
-_GUARD = '''
-def __nnapprox_guard__(function, plain):
-    import functools
-
-    @functools.wraps(function)
-    def guarded(*args, **kwargs):
-        return plain(function(*args, **kwargs), function.__name__ + "()")
-
-    return guarded
-'''
 
 
 def build_namespace(job: dict, problems: list[str]) -> tuple[dict, dict[str, str], list[str]]:
@@ -172,8 +181,9 @@ def statements(sources: list[str]) -> list[tuple[str, list[str], str]]:
     expression statements, augmented assignments and otter's cells are never re-run."""
     out = []
     for src in sources:
-        if any(k in src for k in ("otter.Notebook(", "grader.check(", "grader.export(")):
+        if "otter.Notebook(" in src:
             continue
+        src = without_checks(src)
         text = _MAGIC.sub(r"\1pass", src)
         tree = parse_cell(src)
         if tree is None:
@@ -214,7 +224,9 @@ def define_student_code(ns: dict, sources: list[str], problems: list[str],
                         existed: list[str] | None = None, skipped: dict[str, str] | None = None,
                         limit: float | None = STATEMENT_LIMIT) -> list[str]:
     """Execute the submission's definitions in ``ns`` (only those of names in ``existed``,
-    the functions the kernel had, when given) and guard its functions; return their names.
+    the functions the kernel had, when given); return their names. What a function returns to
+    a test must be plain data (:func:`._snapshot.plain`); that is checked where the tests call
+    it (:mod:`._call_server`), not when the submission's functions call each other.
 
     With ``skipped`` (the names the kernel had but the answers file could not carry, and
     why), the imports and plain assignments that bind one of them are re-run too, in the
@@ -267,11 +279,6 @@ def define_student_code(ns: dict, sources: list[str], problems: list[str],
         if n not in ns and skipped is not None:
             skipped.setdefault(n, f"{wanted[n]}, by code the grader does not re-run (it re-runs top-level "
                                   "def, class, import and plain assignment statements only)")
-    exec(_GUARD, ns)
-    guard = ns.pop("__nnapprox_guard__")
-    for name in set(names):
-        if is_function(ns.get(name)):
-            ns[name] = guard(ns[name], plain)
     return names
 
 

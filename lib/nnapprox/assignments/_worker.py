@@ -88,9 +88,14 @@ def execute(nb, name: str, workdir: Path, answers: Path, cell_timeout: float,
     from nbclient import NotebookClient
 
     run = nbformat.v4.new_notebook(metadata=nb.metadata)
+    from ._clean_grade import without_checks
+
     for cell in nb.cells:
         if cell.cell_type == "code" and any(k in cell.source for k in _OTTER_CELLS[1:]):
-            continue  # checks and the export cell: only for the student
+            # checks and the export cell are only for the student; the rest of the cell runs
+            cell = nbformat.from_dict({**cell, "source": without_checks(cell.source)})
+            if not cell.source.strip():
+                continue
         run.cells.append(cell)
     run.cells.append(nbformat.v4.new_code_cell(EXPORT.format(path=str(answers))))
     nbformat.write(run, workdir / f"{name}.ipynb")

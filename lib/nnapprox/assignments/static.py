@@ -48,7 +48,8 @@ import re
 from ._clean_grade import parse_cell
 
 RISKY_MODULES = ("ctypes", "importlib", "gc", "otter", "builtins", "inspect", "traceback", "glob", "pathlib",
-                 "io", "subprocess", "shutil", "zipfile", "tempfile", "codecs", "linecache")
+                 "io", "subprocess", "shutil", "zipfile", "tempfile", "codecs", "linecache", "pickle", "signal",
+                 "multiprocessing", "runpy")
 DYNAMIC = ("exec", "eval", "compile", "__import__")
 FRAME_ATTRS = ("f_back", "f_locals", "f_globals", "f_builtins", "f_code", "tb_frame", "tb_next", "gi_frame",
                "cr_frame", "__code__", "__globals__", "__closure__", "__builtins__", "__subclasses__",
