@@ -138,14 +138,16 @@ def main(argv: list[str] | None = None) -> int:
                                deadline=args.deadline, late_policy=args.late_policy)
             same = _options(args, ("id_regex", "timestamps", "deadline", "late_policy"))
             print(f"review pages and the points template: {csv_path.parent} ({csv_path.name}); "
-                  f"fill it in, then: python -m nnapprox.assignments grade {args.name} {args.folder} "
+                  f"fill it in, then: python -m nnapprox.assignments{_options(args, ('masters',))} "
+                  f"grade {args.name} {args.folder} "
                   f"--manual {csv_path}{same} --sandbox on")
         elif args.command == "handout":
             from .handout import handout
 
             csv_path = handout(args.name, args.roster, args.out, check=not args.no_check)
             print(f"one notebook per student under {args.out / 'students'}; who got which variant: {csv_path}; "
-                  f"grade with: python -m nnapprox.assignments grade {args.name} SUBMISSIONS --roster {args.roster} "
+                  f"grade with: python -m nnapprox.assignments{_options(args, ('masters',))} grade {args.name} SUBMISSIONS "
+                  f"--roster {args.roster} "
                   f"--build-dir {args.out / 'builds'} --sandbox on")
         elif args.command == "new-bank":
             from .bank import new_bank
