@@ -464,17 +464,23 @@ def uses_looped(v):
 
 @pytest.fixture()
 def copies(tmp_path):
-    answers = tmp_path / "answers.json"
-    kernel: dict = {"__name__": "__main__"}
-    exec(COPIES[0], kernel)
-    kernel.pop("__builtins__")
-    kernel["_"] = 4.0  # IPython's last output
-    _answers.dump(kernel, answers)
-    job = {"answers": str(answers), "sources": COPIES, "trusted": [],
-           "existed": _answers.load(answers)["defined"]}
-    s = CallServer(job, tmp_path)
+    s = _kernel_server(tmp_path, COPIES, COPIES[0], {"_": 4.0})  # _: IPython's last output
     yield s
     s.close()
+
+
+def _kernel_server(tmp_path, sources: list[str], code: str, extra: dict | None = None) -> CallServer:
+    """A call server for ``sources``, whose answers file comes from a kernel that ran ``code``
+    (plus the values ``extra``), as grading's worker exports it."""
+    answers = tmp_path / "answers.json"
+    kernel: dict = {"__name__": "__main__"}
+    exec(code, kernel)
+    kernel.pop("__builtins__")
+    kernel.update(extra or {})
+    _answers.dump(kernel, answers)
+    job = {"answers": str(answers), "sources": sources, "trusted": [],
+           "existed": _answers.load(answers)["defined"]}
+    return CallServer(job, tmp_path)
 
 
 def test_a_second_copy_of_a_forbidden_helper_is_refused_and_voids(copies):
@@ -584,15 +590,7 @@ grader.check("q1")''']
 
 @pytest.fixture()
 def escapes(tmp_path):
-    answers = tmp_path / "answers.json"
-    kernel: dict = {"__name__": "__main__"}
-    exec(ESCAPES[0], kernel)
-    exec("def also(v):\n    return v + 1\n", kernel)
-    kernel.pop("__builtins__")
-    _answers.dump(kernel, answers)
-    job = {"answers": str(answers), "sources": ESCAPES, "trusted": [],
-           "existed": _answers.load(answers)["defined"]}
-    s = CallServer(job, tmp_path)
+    s = _kernel_server(tmp_path, ESCAPES, ESCAPES[0] + "\n\ndef also(v):\n    return v + 1\n")
     yield s
     s.close()
 
