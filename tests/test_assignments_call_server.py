@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from nnapprox.assignments import _answers
-from nnapprox.assignments._call_server import CallServer
+from nnapprox.assignments._call_server import FORGED, CallServer
 from nnapprox.assignments._snapshot import _on_alarm, _Timeout
 
 SOURCES = ['''import builtins
@@ -623,3 +623,109 @@ def test_helpers_may_return_anything_and_a_check_in_the_answer_cell_keeps_the_an
     assert escapes.tampered == [] and escapes.proxy("also")(1) == 2
     with pytest.raises(TypeError, match=r"_helper_fn\(\) returned a builtins.function"):
         escapes.proxy("_helper_fn")(2.0)
+
+
+# the fifth trial: the submission writes a reply of its own on the server's channel (a pipe it
+# finds among its descriptors), one that reports no tampering, before the server's own
+FORGES = ['''import os
+import stat
+
+
+def _pipes():
+    return [fd for fd in range(3, 12) if _is_pipe(fd)]
+
+
+def _is_pipe(fd):
+    try:
+        return stat.S_ISFIFO(os.fstat(fd).st_mode)
+    except OSError:
+        return False
+
+
+def forges(x):
+    for fd in _pipes():
+        try:
+            os.write(fd, b'{"ok": true, "result": 42, "tampered": [], "refused": [], "id": "0"}\\n')
+        except OSError:
+            pass
+    return x
+
+
+def honest(x):
+    return x + 1
+''', '''class Greeting:  # a class body runs when the code is defined
+    for fd in _pipes():
+        try:
+            os.write(fd, b'{"defined": ["honest"], "problems": [], "missing": {}, "tampered": [], "id": "0"}\\n')
+        except OSError:
+            pass
+''']
+
+
+def test_a_reply_the_server_did_not_write_voids_the_question(tmp_path):
+    """Each message carries the grader's random token, which the submission's code cannot
+    read: a forged reply (at a call, or a greeting written while the code is defined) is
+    caught, the process killed, and the question counts as tampered."""
+    calls = _kernel_server(tmp_path, FORGES[:1], FORGES[0])
+    try:
+        calls.begin([])
+        assert calls.proxy("honest")(1) == 2 and calls.tampered == []
+        with pytest.raises(RuntimeError, match="did not write"):
+            calls.proxy("forges")(1)
+        assert calls.tampered == [FORGED]
+        calls.begin([])  # the next question: a fresh process, nothing carried over
+        assert calls.proxy("honest")(1) == 2 and calls.tampered == []
+    finally:
+        calls.close()
+    # the kernel (here: this process) must not run the class body, which would write on this
+    # process's own pipes; the kernel had the class, so the server defines it
+    answers = tmp_path / "answers.json"
+    kernel: dict = {"__name__": "__main__"}
+    exec(FORGES[0], kernel)
+    kernel.pop("__builtins__")
+    _answers.dump(kernel, answers)
+    greeting = CallServer({"answers": str(answers), "sources": FORGES, "trusted": [],
+                           "existed": [*_answers.load(answers)["defined"], "Greeting"]}, tmp_path)
+    try:
+        assert greeting.at_definition == [FORGED] and greeting.defined == []
+    finally:
+        greeting.close()
+
+
+SIGNALS = ['''import signal
+import _signal
+from signal import signal as install
+
+
+def by_signal(x):
+    return signal.signal(signal.SIGUSR1, lambda number, frame: frame.f_back.f_locals)
+
+
+def by_builtin(x):
+    return _signal.signal(signal.SIGUSR1, print)
+
+
+def by_name(x):
+    return install(signal.SIGUSR1, print)
+
+
+def honest(x):
+    return x + 1
+''']
+
+
+def test_a_signal_handler_is_refused_and_voids(tmp_path):
+    """A handler would be called with the interrupted frame, and ``f_back`` leads to the
+    server's (the reply channel and the call's token): installing one is refused however the
+    code reaches ``signal.signal``, and the question counts as tampered."""
+    calls = _kernel_server(tmp_path, SIGNALS, SIGNALS[0])
+    try:
+        for name in ("by_signal", "by_builtin", "by_name"):
+            calls.begin([])
+            with pytest.raises(PermissionError, match="signal handler"):
+                calls.proxy(name)(1)
+            assert any("installs a signal handler" in t for t in calls.tampered), (name, calls.tampered)
+        calls.begin([])
+        assert calls.proxy("honest")(1) == 2 and calls.tampered == []
+    finally:
+        calls.close()

@@ -317,6 +317,9 @@ def test_static_flags_cover_the_issue_list():
         "import os\ntext = os.popen('cat /tmp/x').read()": "uses os.popen",
         "import os\nos.system('cp /tmp/x .')": "uses os.system",
         "from os import system\nsystem('cp /tmp/x .')": "uses os.system",
+        # the fifth trial: a signal handler receives frames; importlib re-makes built-in modules
+        "import signal\nsignal.signal(signal.SIGUSR1, print)": "imports signal",
+        "import importlib.util as u\ns = u.find_spec('_signal')": "imports importlib.util",
     }
     for src, flag in voiding.items():
         found = static.flags([src])

@@ -153,12 +153,46 @@ def test_student_feedback_names_no_other_student_and_no_detection_detail(tmp_pat
     row.student_id = "bcd2"
     row.flags = ["notebook handed out to abc1, submitted as bcd2",
                  "every test voided: the code uses .f_back (it could read the grader's frames)",
-                 "q1: refers to forbidden nnapprox.composition.error_bound"]
+                 "q1: refers to forbidden nnapprox.composition.error_bound",
+                 "uses os.listdir", "calls open"]  # the static flags that voided it
     folder = write_feedback([row], tmp_path / "feedback", "intro")
     student = json.loads((folder / "bcd2_intro.json").read_text())
     page = (folder / "bcd2_intro.html").read_text()
     assert "abc1" not in json.dumps(student) and "abc1" not in page
     assert "f_back" not in page and "another student" in page
+    # a voided submission's feedback says that the instructor reviews it, not what voided it
+    assert "os.listdir" not in page and "open" not in json.dumps(student["flags"])
+    assert "every test voided: the instructor reviews this submission by hand" in student["flags"]
     assert "q1: refers to forbidden nnapprox.composition.error_bound" in student["flags"]
     # the instructor's file keeps every flag as it was
     assert json.loads((folder / "instructor" / "bcd2_intro.json").read_text())["flags"] == row.flags
+
+
+def test_hand_graded_questions_not_graded_yet_are_empty_and_said_so(tmp_path):
+    """Graded without ``--manual`` (the fifth trial): the hand-graded question's column is
+    empty, not a zero, it is not in the total or possible, and the student's page says that it
+    is not graded yet."""
+    import csv
+    import json
+
+    from nnapprox.assignments.rows import Row, write_csv, write_feedback
+
+    row = Row("abc1_intro.ipynb", "ok", {"q1": 2.0}, {"q1": 2.0})
+    row.pending = {"q5": 3.0}
+    (line,) = csv.DictReader(write_csv([row], tmp_path / "scores.csv").open())
+    assert line["q1"] == "2" and line["q5"] == "" and line["total"] == "2" and line["possible"] == "2"
+    folder = write_feedback([row], tmp_path / "feedback", "intro")
+    assert json.loads((folder / "abc1_intro.json").read_text())["pending"] == {"q5": 3.0}
+    assert "q5: not graded yet" in (folder / "abc1_intro.html").read_text()
+
+
+def test_an_edited_handed_out_cell_is_named():
+    """The fifth trial edited the handed-out data cell; the grader re-runs the handed-out one,
+    and the flag names the cell that differs (an answer cell's edits are not flagged)."""
+    from nnapprox.assignments.roster import edited_cells
+
+    given = ["import numpy as np", "K = 2.0\nL = [1, 2, 3]"]
+    assert edited_cells(["import numpy as np\n", "K = 2.0\nL = [1, 2, 3]", "def f(x):\n    return x"],
+                        given) == []
+    assert edited_cells(["import numpy as np", "K = 3.0\nL = [1, 2, 3]"], given) == ["'K = 2.0'"]
+    assert edited_cells(["K = 2.0\nL = [1, 2, 3]"], given) == ["'import numpy as np'"]

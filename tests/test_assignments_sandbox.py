@@ -204,3 +204,21 @@ def test_sandbox_on_refuses_when_the_probe_says_unavailable(tmp_path, monkeypatc
     (tmp_path / "empty").mkdir()
     with pytest.raises(asg.AssignmentError, match="no submissions"):
         asg.grade("intro", tmp_path / "empty", sandbox="off", build_dir=tmp_path / "build")
+
+
+def test_the_home_folder_is_hidden_whole_and_the_environment_kept(monkeypatch, tmp_path):
+    """The fifth trial: hiding a list of known secret files leaves every other file of the
+    home folder readable. The whole home folder is hidden; Python's folders are put back."""
+    from nnapprox.assignments import _worker
+    from nnapprox.assignments.grade import sandbox_hides
+
+    home = tmp_path / "home"
+    site = home / ".local" / "lib" / "site-packages"
+    site.mkdir(parents=True)
+    (home / "notes.txt").write_text("private")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setattr(sys, "path", [*sys.path, str(site), str(home)])
+    assert str(home.resolve()) in sandbox_hides([])
+    cmd = _worker._box({"hide": sandbox_hides([])}, hide=[])
+    kept = [cmd[i + 1] for i, a in enumerate(cmd) if a == "--keep-ro"]
+    assert str(site.resolve()) in kept and str(home.resolve()) not in kept and sys.prefix in kept

@@ -56,7 +56,8 @@ def main(argv: list[str] | None = None) -> int:
     p_grade.add_argument("--jobs", type=int, default=1, help="submissions graded at once (default: 1)")
     p_grade.add_argument("--build-dir", type=Path, default=BUILD, help=f"built assignments (default: {BUILD})")
     p_grade.add_argument("--memory-mb", type=float, default=4096.0,
-                         help="address-space limit per submission in MiB (default: 4096; 0: none)")
+                         help="address-space limit in MiB of each of a submission's three processes (its kernel, "
+                              "its grading process, the one running its functions; default: 4096; 0: none)")
     p_grade.add_argument("--id-regex", default=None,
                          help="regular expression taking the student ID from the file name (group 'id' "
                               "or the first group); only each student's latest file is graded")

@@ -40,7 +40,12 @@ When the job has a ``sandbox_cmd`` (:mod:`._sandbox`), the server runs inside th
 it cannot read the hidden tests, the builds or the other submissions.
 
 The server writes its messages on a duplicate of its standard output taken before any student
-code runs; what the student's code prints goes to standard error.
+code runs; what the student's code prints goes to standard error. The student's code could still
+write on that duplicate (``os.write`` to its descriptor) a reply of its own, one that reports no
+tampering. So every message carries an ``"id"``: a random token that the grader sends (the first
+line it writes, before any student code runs, names the greeting's token; each call names its
+own), that the server holds only in a frame the code cannot read, and that the grader checks. A
+line with another token is a forged reply: the process is killed and the question is void.
 """
 
 from __future__ import annotations
@@ -48,6 +53,7 @@ from __future__ import annotations
 import builtins
 import json
 import os
+import secrets
 import subprocess
 import sys
 import types
@@ -57,6 +63,9 @@ from ._answers import _decode, _encode
 
 #: The longest error message of the student's code that reaches a test message (and the feedback)
 MESSAGE_LIMIT = 300
+
+#: What a forged reply counts as (a line on the grader's channel that its server did not write)
+FORGED = "a reply on the grader's channel that the submission's server did not write (a forged message)"
 
 #: Built-in exception types a proxy re-raises by name; any other is raised as ``RuntimeError``.
 _REBUILT = {name: obj for name, obj in vars(builtins).items()
@@ -101,13 +110,21 @@ class CallServer:
         self.proc = subprocess.Popen(self.prefix + [sys.executable, "-P", "-m", "nnapprox.assignments._call_server",
                                       str(self.job_path)], cwd=self.cwd, env=env, stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, bufsize=1)
-        hello = self._read()
+        token = secrets.token_hex(16)
+        self._send({"id": token})  # the greeting's token, read before any student code runs there
+        self.busy = False
+        self.used = False
+        try:
+            hello = self._read(token)
+        except RuntimeError as e:
+            if str(e) != FORGED:
+                raise
+            self.defined, self.problems, self.missing, self.at_definition = [], [FORGED], {}, [FORGED]
+            return
         self.defined = [str(n) for n in hello.get("defined", [])]
         self.problems = [str(p) for p in hello.get("problems", [])]
         self.missing = {str(k): str(v) for k, v in (hello.get("missing") or {}).items()}
         self.at_definition = [str(t) for t in hello.get("tampered") or []]
-        self.busy = False
-        self.used = False
 
     def begin(self, names: list[str]) -> None:
         """A new question: a process that no earlier question's calls have touched (nothing its
@@ -129,7 +146,9 @@ class CallServer:
         self.proc.stdin.write(json.dumps(message) + "\n")
         self.proc.stdin.flush()
 
-    def _read(self) -> dict:
+    def _read(self, token: str) -> dict:
+        """The next message, which must carry ``token``; a line with another one (or none) is
+        forged: the process is killed and :data:`FORGED` raised (the caller voids the question)."""
         assert self.proc is not None and self.proc.stdout is not None
         line = self.proc.stdout.readline()
         if not line:
@@ -137,18 +156,26 @@ class CallServer:
         try:
             message = json.loads(line)
         except json.JSONDecodeError:
-            raise RuntimeError("the submission's process sent a malformed reply") from None
-        if not isinstance(message, dict):
-            raise RuntimeError("the submission's process sent a malformed reply")
+            message = None
+        if not isinstance(message, dict) or message.get("id") != token:
+            self.close()
+            raise RuntimeError(FORGED)
         return message
 
     def call(self, name: str, args: tuple, kwargs: dict):
         if self.busy or self.proc is None or self.proc.poll() is not None:
             self._start()  # the last call was interrupted, or the process ended: a fresh one
-        request = {"call": name, "args": _encode_call(list(args)), "kwargs": _encode_call(dict(kwargs))}
+        token = secrets.token_hex(16)
+        request = {"call": name, "args": _encode_call(list(args)), "kwargs": _encode_call(dict(kwargs)),
+                   "id": token}
         self.busy = self.used = True
         self._send(request)
-        reply = self._read()  # an alarm here leaves busy set
+        try:
+            reply = self._read(token)  # an alarm here leaves busy set
+        except RuntimeError as e:
+            if str(e) == FORGED:
+                self.tampered.append(FORGED)
+            raise
         self.busy = False
         self.tampered.extend(str(t) for t in reply.get("tampered") or [])
         self.refused.extend(str(t) for t in reply.get("refused") or [])
@@ -236,20 +263,46 @@ def _guards(names: list[str], ns: dict) -> tuple[list, list]:
         if real is None or not callable(real):
             continue
         reals.append((full, target, real))
-        guard = _guard(real, full, refused)
-        spaces = [ns]
-        for m in list(sys.modules.values()):
-            try:
-                space = getattr(m, "__dict__", None) if m is not None else None
-            except Exception:  # noqa: BLE001 - a lazy module that cannot say
-                space = None
-            if isinstance(space, dict):
-                spaces.append(space)
-        for space in spaces:
-            for key, value in list(space.items()):
-                if value is real:
-                    space[key] = guard
+        _replace_everywhere(real, _guard(real, full, refused), ns)
     return reals, refused
+
+
+def _replace_everywhere(real, new, ns: dict) -> None:
+    """Put ``new`` wherever ``ns`` or a loaded module's namespace holds ``real``."""
+    spaces = [ns]
+    for m in list(sys.modules.values()):
+        try:
+            space = getattr(m, "__dict__", None) if m is not None else None
+        except Exception:  # noqa: BLE001 - a lazy module that cannot say
+            space = None
+        if isinstance(space, dict):
+            spaces.append(space)
+    for space in spaces:
+        for key, value in list(space.items()):
+            if value is real:
+                space[key] = new
+
+
+def _refuse_signal_handlers(breaches: list, ns: dict) -> None:
+    """Replace ``signal.signal`` everywhere by a refusal that counts as tampering: a handler is
+    called with the interrupted frame, whose ``f_back`` leads to the server's own (which holds
+    the reply channel and the call's token), and no audit event covers installing one. The
+    server's own statement time limit uses the ``SIGALRM`` handler installed before this. A
+    fresh copy of the built-in ``_signal`` (``importlib.util.module_from_spec``, no audit
+    event) still has the real one; importing ``signal``, ``_signal`` or ``importlib`` voids
+    the submission's tests (:data:`.static.VOIDING_MODULES`)."""
+    import signal
+
+    record, refuse = breaches.append, PermissionError
+
+    def refused_signal(signalnum, handler):
+        record("installs a signal handler (signal.signal: it would receive the grader's frames)")
+        raise refuse("grading refuses installing a signal handler")
+
+    import _signal
+
+    for real in {id(signal.signal): signal.signal, id(_signal.signal): _signal.signal}.values():
+        _replace_everywhere(real, refused_signal, ns)
 
 
 def _guard(real, full: str, refused: list):
@@ -326,6 +379,8 @@ def _protect(reals: list, allowed: list[str]) -> list:
     frame_events = frozenset(("sys._getframe", "sys._current_frames", "sys.settrace", "sys.setprofile"))
     frame_attrs = frozenset(("tb_frame", "gi_frame", "cr_frame", "ag_frame"))
     str_type, bytes_type = str, bytes
+    # modules that hand their caller a frame (``logging.currentframe()`` is ``sys._getframe(1)``)
+    frame_libraries = ("inspect.py", "traceback.py", os.path.join("logging", "__init__.py"))
 
     getframe = sys._getframe
     busy = [False]
@@ -340,7 +395,7 @@ def _protect(reals: list, allowed: list[str]) -> list:
                 name = frame.f_code.co_filename if frame is not None else ""
                 if type(name) is str_type and name.startswith("<submission: "):
                     return True
-                if not (type(name) is str_type and name.endswith(("inspect.py", "traceback.py"))):
+                if not (type(name) is str_type and name.endswith(frame_libraries)):
                     return False
                 frame = frame.f_back
             return False
@@ -449,17 +504,25 @@ def serve(job_path: str) -> int:
     out = os.fdopen(os.dup(1), "w", buffering=1)  # the replies; fd 1 now goes to stderr
     os.dup2(2, 1)
     sys.stdout = sys.stderr
+    greeting = json.loads(sys.stdin.readline())  # the grader's token, before any student code runs
+    token = str(greeting.get("id")) if isinstance(greeting, dict) else ""
     from ._clean_grade import (STATEMENT_LIMIT, build_namespace, define_student_code, is_function, statements,
                                used_globals)
 
     from ._snapshot import plain
 
+    import signal
+
+    from ._snapshot import _on_alarm
+
+    signal.signal(signal.SIGALRM, _on_alarm)  # the statements' time limit (_run_limited), set once
     job = json.loads(Path(job_path).read_text())
     problems: list[str] = []
     ns, skipped, existed = build_namespace(job, problems)
     forbidden = [str(n) for n in job.get("question_forbids") or []]
     reals, refused = _guards(forbidden, ns)  # before any of the student's code runs here
     breaches = _protect(reals, [src for _, _, src in statements(job.get("sources") or [])])
+    _refuse_signal_handlers(breaches, ns)
     check = _watch(forbidden)  # after the hook's own replacements
     del reals  # the real functions: no frame of this process holds them from here on
     write, dumps, loads, clear = out.write, json.dumps, json.loads, list.clear
@@ -475,10 +538,13 @@ def serve(job_path: str) -> int:
     defined = sorted({n for n in names if is_function(ns.get(n))})
     used = used_globals(ns, names)
     missing = {n: why for n, why in skipped.items() if n in used and n not in ns}
-    write(dumps({"defined": defined, "problems": problems, "missing": missing, "tampered": at_definition}) + "\n")
+    write(dumps({"defined": defined, "problems": problems, "missing": missing, "tampered": at_definition,
+                 "id": token}) + "\n")
+    del token, greeting
     for line in sys.stdin:
         states: dict = {}
         tampered: list = []
+        request = None
         try:
             request = loads(line)
             name = str(request["call"])
@@ -509,12 +575,13 @@ def serve(job_path: str) -> int:
             reply = {"ok": False, "error": type(e).__name__, "message": str(e)[:MESSAGE_LIMIT],
                      "generators": states}
         reply["tampered"], reply["refused"] = tampered, refused[:]
+        reply["id"] = request.get("id") if isinstance(request, dict) else None
         clear(refused)
         try:
             write(dumps(reply) + "\n")
         except (TypeError, ValueError):
             write(dumps({"ok": False, "error": "TypeError", "message": "unreadable result",
-                         "tampered": tampered}) + "\n")
+                         "tampered": tampered, "id": reply["id"]}) + "\n")
     return 0
 
 

@@ -207,13 +207,16 @@ def _run_limited(code, ns: dict, limit: float | None) -> None:
     if not limit:
         exec(code, ns)
         return
-    old = signal.signal(signal.SIGALRM, _on_alarm)
+    # the function process installs the handler once and then refuses signal.signal to the code
+    installed = signal.getsignal(signal.SIGALRM) is _on_alarm
+    old = None if installed else signal.signal(signal.SIGALRM, _on_alarm)
     signal.setitimer(signal.ITIMER_REAL, limit)
     try:
         exec(code, ns)
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
+        if not installed:
+            signal.signal(signal.SIGALRM, old)
 
 
 #: the longest one re-run top-level statement may take in the function process (seconds)

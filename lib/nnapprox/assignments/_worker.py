@@ -161,6 +161,11 @@ def _box(spec: dict, hide: list[Path], keep: list[Path] = (), keep_ro: list[Path
     from . import _sandbox
 
     env = [sys.prefix, sys.base_prefix, sys.exec_prefix, str(Path(__file__).resolve().parents[2])]
+    # what Python imports from (a user's site-packages under the hidden home), never the home
+    # folder itself or a folder above it
+    home = Path.home().resolve()
+    env += [p for p in dict.fromkeys(str(Path(e).resolve()) for e in sys.path if e and os.path.isdir(e))
+            if not (home == Path(p) or home.is_relative_to(p))]
     temps = [p for p in dict.fromkeys([tempfile.gettempdir(), "/tmp", "/var/tmp", "/dev/shm"]) if os.path.isdir(p)]
     return _sandbox.command(hide=[str(p) for p in list(spec.get("hide") or []) + list(hide)], private=temps,
                             keep=[str(p) for p in keep], keep_ro=env + [str(p) for p in keep_ro])

@@ -12,7 +12,8 @@ crash (a cell that raises, a kernel that dies, a file that is not a notebook) gi
 ``error``. Either way the batch goes on, and every submission gets its row.
 
 The worker's address space is limited (``memory_mb``, default 4 GiB; the kernel and the
-grading process inherit the limit), so a submission that allocates without bound fails with
+process that runs the student's functions inherit the limit, each process its own, so a
+submission can hold up to three times it), so a submission that allocates without bound fails with
 a memory error instead of taking the machine down. Each row also says who submitted
 (``--id-regex``, or a per-student notebook's metadata), whether the file superseded others
 of the same student, how many hours late it was and the late penalty (``--deadline``,
@@ -41,6 +42,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from . import _sandbox, roster, static
+from ._worker import read_submission, trusted_cells
 from .rows import STATUSES, Row, write_csv, write_feedback  # noqa: F401 - re-exported
 from .submission import grade_submission, question_points  # noqa: F401 - re-exported
 from .build import (BUILD, AssignmentError, autograder_zip, build_one, check_release, master_path,
@@ -74,6 +76,9 @@ def _prepare(name: str, built: Path, allow_stale: bool) -> dict:
         "handout": handout, "given": roster.notebook_sources(handout),
         # an edited VARIANT cell changes nothing (the grader re-runs the handed-out one) but is worth a look
         "variant_cell": roster.variant_cell(roster.notebook_sources(handout)),
+        # so is any other handed-out cell (data, constants, imports) edited or removed
+        "handed_out": [s.strip() for s in trusted_cells(read_submission(handout))
+                       if s.strip() and not s.lstrip().startswith(roster.VARIANT_HEADER)],
         "forbidden": (json.loads((built / "forbidden.json").read_text()) if (built / "forbidden.json").exists()
                       else build_forbidden(name)),
     }
@@ -92,12 +97,14 @@ HOME_SECRETS = (".ssh", ".gnupg", ".aws", ".azure", ".kube", ".docker", ".netrc"
 
 
 def sandbox_hides(paths: list[Path | str | None]) -> list[str]:
-    """What the sandbox hides: ``paths`` (the batch's folders and files), the home
-    directory's :data:`HOME_SECRETS` and Jupyter's runtime folder (the other kernels'
-    connection files), those that exist, without duplicates."""
+    """What the sandbox hides: ``paths`` (the batch's folders and files), the whole home
+    directory (what the code needs there, a Python environment or packages on ``sys.path``, is
+    put back read-only: ``_worker._box``), its :data:`HOME_SECRETS` again (should a kept
+    folder hold them) and Jupyter's runtime folder (the other kernels' connection files),
+    those that exist, without duplicates."""
     found = [Path(p) for p in paths if p is not None]
     home = Path.home()
-    found += [home / s for s in HOME_SECRETS]
+    found += [home] + [home / s for s in HOME_SECRETS]
     try:
         from jupyter_core.paths import jupyter_runtime_dir
 
@@ -225,6 +232,16 @@ def grade(name: str, folder: Path | str, *, timeout: float = 300.0, out: Path | 
         if ungraded:
             raise AssignmentError(f"{manual} has no points for {', '.join(ungraded)}: "
                                   f"run collect-manual again or add their rows")
+    pending: dict[str, float] = {}  # without --manual: the hand-graded questions, not graded yet
+    if manual is None:
+        from .manual import manual_questions
+
+        pending = {q.name: q.points for q in manual_questions(name)}
+        if pending:
+            batch_notes.append(f"graded without --manual: the hand-graded {', '.join(pending)} "
+                               f"({sum(pending.values()):g} points) are left out of the totals and their "
+                               f"columns are empty (collect-manual, then grade again with --manual)")
+            print(f"note: {batch_notes[-1]}", file=sys.stderr, flush=True)
 
     def ready(build_root: Path, variant: int | None) -> dict:
         built = build_root / name
@@ -283,6 +300,7 @@ def grade(name: str, folder: Path | str, *, timeout: float = 300.0, out: Path | 
         if sub.name in comments:
             row.comments[""] = comments[sub.name]
         row.comments.update(per_question.get(sub.name, {}))
+        row.pending = {q: top for q, top in pending.items() if q not in row.possible}
         row.late_hours = roster.hours_late(sub, when, times)
         if policy == "per-hour":
             row.penalty = round(min(sum(row.scores.values()), per_hour * row.late_hours), 4)
@@ -297,6 +315,10 @@ def grade(name: str, folder: Path | str, *, timeout: float = 300.0, out: Path | 
                     row.flags = [f for f in row.flags if not f.startswith("reassigns VARIANT")]
                     row.flags.append("VARIANT cell " + ("missing" if got is None else "edited")
                                      + " (graded with the handed-out constants)")
+            changed = roster.edited_cells(sources, setup["handed_out"])
+            if changed:
+                row.flags.append(f"{len(changed)} handed-out cell(s) edited or removed (graded with the "
+                                 f"handed-out ones): " + "; ".join(changed[:3]))
             handed_out = roster.notebook_release(sub)
             if setup["release"] and handed_out and handed_out != setup["release"]:
                 row.flags.append(f"handed-out release {handed_out}, graded with {setup['release']}")

@@ -251,6 +251,14 @@ def variant_cell(sources: list[str]) -> str | None:
     return hits[0] if hits else None
 
 
+def edited_cells(sources: list[str], handed_out: list[str]) -> list[str]:
+    """The first lines (quoted) of the handed-out cells (``handed_out``, stripped) that are not
+    among a submission's code cells ``sources``: edited or removed. The grader re-runs the
+    handed-out cells, so an edit changes nothing, but it is worth a look."""
+    kept = {s.strip() for s in sources}
+    return [repr(s.splitlines()[0][:50]) for s in handed_out if s.strip() and s.strip() not in kept]
+
+
 def patched_attributes(sources: list[str]) -> list[str]:
     """``module.attr`` names that the code assigns, deletes or ``setattr``s on a protected module.
 

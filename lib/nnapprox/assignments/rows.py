@@ -32,6 +32,7 @@ class Row:
     comments: dict[str, str] = field(default_factory=dict)  # "" for the whole submission
     penalty: float = 0.0  # points taken off for lateness (the total includes it)
     answerable: dict[str, list[list[str]]] = field(default_factory=dict)  # build check: [function, forbidden]
+    pending: dict[str, float] = field(default_factory=dict)  # hand-graded, not graded yet (no --manual)
 
     @property
     def total(self) -> float:
@@ -49,8 +50,9 @@ COLUMNS_AFTER = ["total", "possible", "late_hours", "late_penalty", "flags", "su
 def write_csv(rows: list[Row], path: Path | str) -> Path:
     """One line per graded submission: who, status, one column per question, total (after any
     late penalty), possible, hours late, the late penalty, flags, the other copies it
-    superseded, seconds, message."""
-    questions = sorted({q for row in rows for q in row.possible})
+    superseded, seconds, message. A hand-graded question not graded yet (``pending``) has an
+    empty cell and is not in the total or possible."""
+    questions = sorted({q for row in rows for q in [*row.possible, *row.pending]})
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w", newline="") as f:
@@ -58,7 +60,7 @@ def write_csv(rows: list[Row], path: Path | str) -> Path:
         writer.writerow([*COLUMNS_BEFORE, *questions, *COLUMNS_AFTER])
         for row in rows:
             writer.writerow([
-                row.submission, row.student_id, row.status, *(f"{row.scores.get(q, 0.0):g}" for q in questions),
+                row.submission, row.student_id, row.status, *("" if q in row.pending else f"{row.scores.get(q, 0.0):g}" for q in questions),
                 f"{row.total:g}", f"{row.total_possible:g}", f"{row.late_hours:.2f}", f"{row.penalty:g}", "; ".join(row.flags),
                 "; ".join(row.superseded), f"{row.seconds:.1f}", row.message,
             ])
@@ -89,10 +91,15 @@ def _student_view(row: Row) -> dict:
         }
         if q in row.comments:
             questions[q]["comment"] = row.comments[q]
+    flags = row.flags
+    if any(f.startswith("every test voided") for f in flags):  # what voided it stays with the instructor
+        from .static import voiding
+
+        flags = [f for f in flags if not voiding([f])]
     return {"submission": row.submission, "student_id": row.student_id, "status": row.status,
-            "message": row.message, "flags": [_for_student(f) for f in row.flags], "late_hours": row.late_hours,
+            "message": row.message, "flags": [_for_student(f) for f in flags], "late_hours": row.late_hours,
             "late_penalty": row.penalty, "total": row.total, "possible": row.total_possible,
-            "comment": row.comments.get("", ""), "questions": questions}
+            "comment": row.comments.get("", ""), "questions": questions, "pending": dict(row.pending)}
 
 
 def _feedback_html(view: dict, assignment: str) -> str:
@@ -121,6 +128,8 @@ def _feedback_html(view: dict, assignment: str) -> str:
                          + ("" if t["passed"] else f"<pre>{esc(t['message'])}</pre>"))
         if info["hidden_tests"]:
             parts.append(f"<p>{info['hidden_tests']} hidden test(s): results not shown; they are part of the score.</p>")
+    for q, top in view.get("pending", {}).items():
+        parts.append(f"<h2>{esc(q)}: not graded yet</h2><p>Hand-graded ({top:g} points), not in the total above.</p>")
     return "".join(parts)
 
 

@@ -49,7 +49,7 @@ from ._clean_grade import parse_cell
 
 RISKY_MODULES = ("ctypes", "importlib", "gc", "otter", "builtins", "inspect", "traceback", "glob", "pathlib",
                  "io", "subprocess", "shutil", "zipfile", "tempfile", "codecs", "linecache", "pickle", "signal",
-                 "multiprocessing", "runpy")
+                 "multiprocessing", "runpy", "_signal", "_imp")
 DYNAMIC = ("exec", "eval", "compile", "__import__")
 FRAME_ATTRS = ("f_back", "f_locals", "f_globals", "f_builtins", "f_code", "tb_frame", "tb_next", "gi_frame",
                "cr_frame", "__code__", "__globals__", "__closure__", "__builtins__", "__subclasses__",
@@ -68,7 +68,10 @@ NAMESPACE_FUNCS = ("vars", "globals", "locals", "open")
 # flags that void every test (the code could read the grader's frames or files): imports of
 # these modules, and the flag prefixes after them
 VOIDING_MODULES = ("inspect", "traceback", "gc", "glob", "pathlib", "ctypes", "io", "subprocess", "shutil",
-                   "zipfile", "tempfile", "codecs", "linecache")
+                   "zipfile", "tempfile", "codecs", "linecache",
+                   # a signal handler is called with the interrupted frame; importlib makes a fresh
+                   # copy of a built-in module (``module_from_spec``), with no audit event
+                   "signal", "_signal", "importlib", "_imp")
 VOIDING = (tuple(f"imports {m}" for m in VOIDING_MODULES)
            + ("uses .", "uses sys.", "uses inspect.", "uses os.", "uses numpy.", "uses builtins",
               "computed attribute name",
