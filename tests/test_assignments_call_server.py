@@ -729,3 +729,37 @@ def test_a_signal_handler_is_refused_and_voids(tmp_path):
         assert calls.proxy("honest")(1) == 2 and calls.tampered == []
     finally:
         calls.close()
+
+
+STACKS = ['''import asyncio
+
+
+def by_task_stack(x):
+    async def main():
+        return len(asyncio.current_task().get_stack())
+
+    loop = asyncio.new_event_loop()
+    try:
+        return loop.run_until_complete(main())
+    finally:
+        loop.close()
+
+
+def honest(x):
+    return x + 1
+''']
+
+
+def test_a_coroutine_stack_from_asyncio_is_refused(tmp_path):
+    """The sixth trial read the server's frames through ``asyncio.current_task().get_stack()``
+    (asyncio reads ``cr_frame`` on the caller's behalf) and erased its refusals there."""
+    calls = _kernel_server(tmp_path, STACKS, STACKS[0])
+    try:
+        calls.begin([])
+        with pytest.raises(PermissionError, match="reading frames"):
+            calls.proxy("by_task_stack")(1)
+        assert any("frames (cr_frame)" in t for t in calls.tampered), calls.tampered
+        calls.begin([])
+        assert calls.proxy("honest")(1) == 2 and calls.tampered == []
+    finally:
+        calls.close()

@@ -74,3 +74,17 @@ def test_roster_errors(tmp_path):
         asg.grade("intro", tmp_path, late_policy="on-time")
     with pytest.raises(asg.AssignmentError, match="roster not found"):
         asg.grade("intro", tmp_path, roster_csv=tmp_path / "nope.csv")
+
+
+def test_per_student_handouts_without_the_roster_are_refused_before_any_work(tmp_path):
+    """The sixth trial graded per-student handouts with the command collect-manual printed (no
+    --roster): every student was graded against variant 0 and flagged for an edited VARIANT
+    cell. Such a batch now stops before anything is built, and says what to pass."""
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["nnapprox"] = {"student_id": "alice01"}
+    nbformat.write(nb, tmp_path / "alice01_intro.ipynb")
+    with pytest.raises(asg.AssignmentError, match="per-student handout.*--roster"):
+        asg.grade("intro", tmp_path, build_dir=tmp_path / "never-built")
+    assert not (tmp_path / "never-built").exists()

@@ -618,3 +618,16 @@ def test_library_loop_the_hidden_test_forbids_scores_no_hidden_points(tmp_path):
     assert row.scores["q3"] < row.possible["q3"]
     assert any(f.startswith("q3") and "_run" in f for f in row.flags), row.flags
     assert {q: s for q, s in row.scores.items() if q != "q3"} == {q: p for q, p in row.possible.items() if q != "q3"}
+
+
+def test_private_names_and_the_operator_registry_are_flagged():
+    """The sixth trial reached numpy's private least-squares gufunc through ``dir()`` (no
+    forbidden name in the source) and named torch's operator registry; both are flagged (not
+    voided: the instructor reads them), and honest numpy is not."""
+    dave = ["import numpy as np\nimport operator\nU = np.linalg._umath_linalg\n"
+            "solve = [operator.attrgetter(n)(U) for n in dir(U) if n.startswith('lst')][0]\n"]
+    assert "uses a private name of numpy: numpy.linalg._umath_linalg" in static.flags(dave)
+    ops = ["import torch\nf = torch.ops.aten.linalg_lstsq.default\n"]
+    found = static.flags(ops)
+    assert any(f.startswith("uses torch.ops") for f in found) and static.voiding(found) == []
+    assert static.flags(["import numpy as np\nx = np.linalg.solve(np.eye(2), np.ones(2))\n"]) == []

@@ -154,7 +154,9 @@ def test_student_feedback_names_no_other_student_and_no_detection_detail(tmp_pat
     row.flags = ["notebook handed out to abc1, submitted as bcd2",
                  "every test voided: the code uses .f_back (it could read the grader's frames)",
                  "q1: refers to forbidden nnapprox.composition.error_bound",
-                 "uses os.listdir", "calls open"]  # the static flags that voided it
+                 "uses os.listdir", "calls open",  # the static flags that voided it
+                 "q3 voided: installs a signal handler (signal.signal: it would receive the grader's frames)"
+                 " while graded"]
     folder = write_feedback([row], tmp_path / "feedback", "intro")
     student = json.loads((folder / "bcd2_intro.json").read_text())
     page = (folder / "bcd2_intro.html").read_text()
@@ -163,6 +165,8 @@ def test_student_feedback_names_no_other_student_and_no_detection_detail(tmp_pat
     # a voided submission's feedback says that the instructor reviews it, not what voided it
     assert "os.listdir" not in page and "open" not in json.dumps(student["flags"])
     assert "every test voided: the instructor reviews this submission by hand" in student["flags"]
+    # nor how a question's tampering was caught
+    assert "signal" not in page and "q3 voided: the instructor reviews this question by hand" in student["flags"]
     assert "q1: refers to forbidden nnapprox.composition.error_bound" in student["flags"]
     # the instructor's file keeps every flag as it was
     assert json.loads((folder / "instructor" / "bcd2_intro.json").read_text())["flags"] == row.flags
@@ -183,7 +187,8 @@ def test_hand_graded_questions_not_graded_yet_are_empty_and_said_so(tmp_path):
     assert line["q1"] == "2" and line["q5"] == "" and line["total"] == "2" and line["possible"] == "2"
     folder = write_feedback([row], tmp_path / "feedback", "intro")
     assert json.loads((folder / "abc1_intro.json").read_text())["pending"] == {"q5": 3.0}
-    assert "q5: not graded yet" in (folder / "abc1_intro.html").read_text()
+    page = (folder / "abc1_intro.html").read_text()
+    assert "q5: not graded yet" in page and "graded so far: 5 in all, with q5 not graded yet" in page
 
 
 def test_an_edited_handed_out_cell_is_named():

@@ -141,7 +141,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"review pages and the points template: {csv_path.parent} ({csv_path.name}); "
                   f"fill it in, then: python -m nnapprox.assignments{_options(args, ('masters',))} "
                   f"grade {args.name} {args.folder} "
-                  f"--manual {csv_path}{same} --sandbox on")
+                  f"--manual {csv_path}{same} --sandbox on (and, for per-student handouts, the --roster "
+                  f"and --build-dir the handout command printed)")
         elif args.command == "handout":
             from .handout import handout
 

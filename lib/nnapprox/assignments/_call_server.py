@@ -380,7 +380,10 @@ def _protect(reals: list, allowed: list[str]) -> list:
     frame_attrs = frozenset(("tb_frame", "gi_frame", "cr_frame", "ag_frame"))
     str_type, bytes_type = str, bytes
     # modules that hand their caller a frame (``logging.currentframe()`` is ``sys._getframe(1)``)
-    frame_libraries = ("inspect.py", "traceback.py", os.path.join("logging", "__init__.py"))
+    # (and asyncio's: ``Task.get_stack()``), debuggers, the interactive interpreter's compiler
+    frame_libraries = ("inspect.py", "traceback.py", os.path.join("logging", "__init__.py"), "bdb.py", "pdb.py",
+                       "code.py", "codeop.py")
+    frame_packages = (os.sep + "asyncio" + os.sep,)
 
     getframe = sys._getframe
     busy = [False]
@@ -395,7 +398,8 @@ def _protect(reals: list, allowed: list[str]) -> list:
                 name = frame.f_code.co_filename if frame is not None else ""
                 if type(name) is str_type and name.startswith("<submission: "):
                     return True
-                if not (type(name) is str_type and name.endswith(frame_libraries)):
+                if not (type(name) is str_type and (name.endswith(frame_libraries)
+                                                    or any(f in name for f in frame_packages))):
                     return False
                 frame = frame.f_back
             return False

@@ -368,7 +368,7 @@ def run_question(test_file, ns: dict, snapshot: Snapshot, timeout: float, void: 
     if server is not None:  # what the calls changed in the submission's process (put back there)
         tampered += [f"{t} (in the submission's process)" for t in dict.fromkeys(server.tampered)]
     if tampered:
-        results = [TestCaseResult(test_case=tc, message="voided: the code changed " + ", ".join(tampered[:5])
+        results = [TestCaseResult(test_case=tc, message="voided: the code tampered: " + ", ".join(tampered[:5])
                                   + " while it was graded", passed=False) for tc, _, _ in status]
     test_file.test_case_results = results
     return {

@@ -198,6 +198,14 @@ def grade(name: str, folder: Path | str, *, timeout: float = 300.0, out: Path | 
         raise AssignmentError(f"--late-policy {late_policy} needs --deadline")
     subs, superseded = roster.latest_per_student(submissions_in(folder), regex, times,
                                                  on_time_before=when if policy == "on-time" else None)
+    if students is None:  # per-student handouts graded as one variant: every score would be wrong
+        handed = [(s.name, roster.notebook_student(s)) for s in subs]
+        handed = [(f, sid) for f, sid in handed if sid]
+        if handed and len(variants(name)) > 1:
+            raise AssignmentError(f"{handed[0][0]} is a per-student handout (for {handed[0][1]}"
+                                  f"{f', and {len(handed) - 1} more' if len(handed) > 1 else ''}), each "
+                                  f"student with a variant of their own: grade with --roster ROSTER.csv and "
+                                  f"--build-dir DIR/builds, as the handout command printed")
     if out is not None and not overwrite:
         earlier = earlier_results(out, subs)
         if earlier:

@@ -74,6 +74,9 @@ def _for_student(flag: str) -> str:
         return "notebook handed out to another student"
     if flag.startswith("every test voided"):
         return "every test voided: the instructor reviews this submission by hand"
+    question, sep, _ = flag.partition(" voided: ")
+    if sep and " " not in question:  # what the code did, and how it was caught, stay with the instructor
+        return f"{question} voided: the instructor reviews this question by hand"
     return flag
 
 
@@ -110,7 +113,9 @@ def _feedback_html(view: dict, assignment: str) -> str:
              "td,th{padding:.2em .6em;text-align:left}pre{white-space:pre-wrap;background:#f4f4f4}</style>",
              f"<h1>{esc(assignment)}: {esc(view['student_id'] or view['submission'])}</h1>",
              f"<p>Total: <b>{view['total']:g}</b> of {view['possible']:g} points"
-             + (f" (late penalty {view['late_penalty']:g} included)" if view["late_penalty"] else "") + "</p>"]
+             + (f" (late penalty {view['late_penalty']:g} included)" if view["late_penalty"] else "")
+             + (f", graded so far: {view['possible'] + sum(view['pending'].values()):g} in all, with "
+                f"{esc(', '.join(view['pending']))} not graded yet" if view.get("pending") else "") + "</p>"]
     if view["message"]:
         parts.append(f"<p>Note: {esc(view['message'])}</p>")
     if view["flags"]:

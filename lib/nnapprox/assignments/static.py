@@ -49,7 +49,7 @@ from ._clean_grade import parse_cell
 
 RISKY_MODULES = ("ctypes", "importlib", "gc", "otter", "builtins", "inspect", "traceback", "glob", "pathlib",
                  "io", "subprocess", "shutil", "zipfile", "tempfile", "codecs", "linecache", "pickle", "signal",
-                 "multiprocessing", "runpy", "_signal", "_imp")
+                 "multiprocessing", "runpy", "_signal", "_imp", "asyncio", "bdb", "pdb", "code", "codeop")
 DYNAMIC = ("exec", "eval", "compile", "__import__")
 FRAME_ATTRS = ("f_back", "f_locals", "f_globals", "f_builtins", "f_code", "tb_frame", "tb_next", "gi_frame",
                "cr_frame", "__code__", "__globals__", "__closure__", "__builtins__", "__subclasses__",
@@ -71,12 +71,23 @@ VOIDING_MODULES = ("inspect", "traceback", "gc", "glob", "pathlib", "ctypes", "i
                    "zipfile", "tempfile", "codecs", "linecache",
                    # a signal handler is called with the interrupted frame; importlib makes a fresh
                    # copy of a built-in module (``module_from_spec``), with no audit event
-                   "signal", "_signal", "importlib", "_imp")
+                   "signal", "_signal", "importlib", "_imp",
+                   # asyncio hands out coroutine stacks (Task.get_stack), the debuggers trace frames
+                   "asyncio", "bdb", "pdb", "code", "codeop")
 VOIDING = (tuple(f"imports {m}" for m in VOIDING_MODULES)
            + ("uses .", "uses sys.", "uses inspect.", "uses os.", "uses numpy.", "uses builtins",
               "computed attribute name",
               "frame attribute named in a string")
            + tuple(f"uses {f}" for f in DYNAMIC) + tuple(f"calls {f}" for f in NAMESPACE_FUNCS))
+
+
+#: packages whose private (``_``-prefixed) names reach forbidden routines by other names
+#: (``numpy.linalg._umath_linalg.lstsq``): a use of one is flagged for the instructor to read
+PRIVATE_CHECKED = ("numpy", "scipy", "torch")
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
 
 
 def voiding(found: list[str]) -> list[str]:
@@ -203,6 +214,12 @@ def flags(sources: list[str], forbidden: dict[str, list[str]] | None = None, giv
                         found.add(f"uses {root}.{attr.split('.')[0]}")
                     if full.startswith("builtins."):
                         found.add("uses builtins")
+                    parts = full.split(".")
+                    if root in PRIVATE_CHECKED and any(_private(a) for a in parts[1:]):
+                        found.add(f"uses a private name of {root}: "
+                                  f"{'.'.join(parts[:1 + next(i for i, a in enumerate(parts[1:]) if _private(a)) + 1])}")
+                    if full.startswith("torch.ops."):
+                        found.add("uses torch.ops (the operator registry: forbidden routines by other names)")
     found |= {f"{q}: refers to forbidden {name}" for q, names in forbidden_references(sources, forbidden, given).items()
               for name in names}
     return sorted(found)

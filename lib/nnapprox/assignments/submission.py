@@ -176,8 +176,9 @@ def grade_submission(zip_path: Path | str, submission: Path | str, timeout: floa
         row.possible[name] = possible
     row.tests = summary.get("tests", {})
     for q, changed in sorted(summary.get("tampered", {}).items()):
-        row.flags.append(f"{q} voided: changed {', '.join(changed[:3])}{' ...' if len(changed) > 3 else ''} "
-                         f"while graded")
+        # a changed name (builtins.getattr) or what the audit hook refused (reads the garbage ...)
+        said = [c if " " in c.split(" (")[0] else f"changed {c}" for c in changed[:3]]
+        row.flags.append(f"{q} voided: {', '.join(said)}{' ...' if len(changed) > 3 else ''} while graded")
     if summary.get("voided"):
         row.flags.append("every test voided: the code " + "; ".join(summary["voided"][:3]))
     if summary.get("voided_accepted"):
