@@ -148,7 +148,8 @@ def test_obfuscated_reads_of_the_solution_and_tests_get_nothing_in_the_sandbox(b
     assert any(t["message"].count("BLOCKED") == 3 for t in row.tests["q1"] if t["hidden"]), row.tests["q1"]
     # the rest of the notebook graded as usual, in the sandbox
     assert {q: s for q, s in row.scores.items() if q != "q1"} == {q: p for q, p in row.possible.items() if q != "q1"}
-    assert not notes_path(subs / "scores.csv").exists()
+    # the batch's one note is that the hand-graded questions await --manual, not the sandbox
+    assert "sandbox" not in notes_path(subs / "scores.csv").read_text()
 
 
 def test_without_the_sandbox_the_same_code_reads_them_and_the_batch_says_so(built, monkeypatch):
@@ -161,7 +162,8 @@ def test_without_the_sandbox_the_same_code_reads_them_and_the_batch_says_so(buil
     row, kernel, server = _grade(out, folder, subs, sandbox="auto", notes=notes)
     assert kernel.count("LEAKED") == 3, kernel
     assert "SERVER LEAKED" in server and server.count("LEAKED") >= 3, server
-    assert len(notes) == 1 and "sandbox was unavailable (user namespaces are disabled (test))" in notes[0]
+    sandbox_notes = [n for n in notes if "sandbox" in n]
+    assert len(sandbox_notes) == 1 and "unavailable (user namespaces are disabled (test))" in sandbox_notes[0]
     assert "sandbox was unavailable" in notes_path(subs / "scores.csv").read_text()
     feedback = (subs / "feedback" / "open.json").read_text()
     assert "sandbox" not in feedback  # the note is the instructor's, not the student's

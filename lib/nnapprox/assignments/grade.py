@@ -323,7 +323,7 @@ def grade(name: str, folder: Path | str, *, timeout: float = 300.0, out: Path | 
                     row.flags = [f for f in row.flags if not f.startswith("reassigns VARIANT")]
                     row.flags.append("VARIANT cell " + ("missing" if got is None else "edited")
                                      + " (graded with the handed-out constants)")
-            changed = roster.edited_cells(sources, setup["handed_out"])
+            changed = roster.edited_cells(sources, setup.get("handed_out", []))
             if changed:
                 row.flags.append(f"{len(changed)} handed-out cell(s) edited or removed (graded with the "
                                  f"handed-out ones): " + "; ".join(changed[:3]))
