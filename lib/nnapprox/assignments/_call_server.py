@@ -67,6 +67,10 @@ MESSAGE_LIMIT = 300
 #: What a forged reply counts as (a line on the grader's channel that its server did not write)
 FORGED = "a reply on the grader's channel that the submission's server did not write (a forged message)"
 
+class ForgedReply(RuntimeError):
+    """A line on the grader's channel without the token it sent: :data:`FORGED`."""
+
+
 #: Built-in exception types a proxy re-raises by name; any other is raised as ``RuntimeError``.
 _REBUILT = {name: obj for name, obj in vars(builtins).items()
             if isinstance(obj, type) and issubclass(obj, Exception)}
@@ -116,9 +120,7 @@ class CallServer:
         self.used = False
         try:
             hello = self._read(token)
-        except RuntimeError as e:
-            if str(e) != FORGED:
-                raise
+        except ForgedReply:
             self.defined, self.problems, self.missing, self.at_definition = [], [FORGED], {}, [FORGED]
             return
         self.defined = [str(n) for n in hello.get("defined", [])]
@@ -159,7 +161,7 @@ class CallServer:
             message = None
         if not isinstance(message, dict) or message.get("id") != token:
             self.close()
-            raise RuntimeError(FORGED)
+            raise ForgedReply(FORGED)
         return message
 
     def call(self, name: str, args: tuple, kwargs: dict):
@@ -172,9 +174,8 @@ class CallServer:
         self._send(request)
         try:
             reply = self._read(token)  # an alarm here leaves busy set
-        except RuntimeError as e:
-            if str(e) == FORGED:
-                self.tampered.append(FORGED)
+        except ForgedReply:
+            self.tampered.append(FORGED)
             raise
         self.busy = False
         self.tampered.extend(str(t) for t in reply.get("tampered") or [])
@@ -256,6 +257,7 @@ def _guards(names: list[str], ns: dict) -> tuple[list, list]:
 
     refused: list = []
     reals: list = []
+    replacements: list = []
     for full in names:
         module, _, attr = full.rpartition(".")
         target = _import(module)
@@ -263,12 +265,15 @@ def _guards(names: list[str], ns: dict) -> tuple[list, list]:
         if real is None or not callable(real):
             continue
         reals.append((full, target, real))
-        _replace_everywhere(real, _guard(real, full, refused), ns)
+        replacements.append((real, _guard(real, full, refused)))
+    _replace_everywhere(replacements, ns)
     return reals, refused
 
 
-def _replace_everywhere(real, new, ns: dict) -> None:
-    """Put ``new`` wherever ``ns`` or a loaded module's namespace holds ``real``."""
+def _replace_everywhere(replacements: list, ns: dict) -> None:
+    """For each ``(real, new)`` of ``replacements``, put ``new`` wherever ``ns`` or a loaded
+    module's namespace holds ``real`` (one pass over the namespaces for all of them)."""
+    by_id = {id(real): new for real, new in replacements}
     spaces = [ns]
     for m in list(sys.modules.values()):
         try:
@@ -279,7 +284,8 @@ def _replace_everywhere(real, new, ns: dict) -> None:
             spaces.append(space)
     for space in spaces:
         for key, value in list(space.items()):
-            if value is real:
+            new = by_id.get(id(value))
+            if new is not None:
                 space[key] = new
 
 
@@ -291,6 +297,7 @@ def _refuse_signal_handlers(breaches: list, ns: dict) -> None:
     fresh copy of the built-in ``_signal`` (``importlib.util.module_from_spec``, no audit
     event) still has the real one; importing ``signal``, ``_signal`` or ``importlib`` voids
     the submission's tests (:data:`.static.VOIDING_MODULES`)."""
+    import _signal
     import signal
 
     record, refuse = breaches.append, PermissionError
@@ -299,10 +306,8 @@ def _refuse_signal_handlers(breaches: list, ns: dict) -> None:
         record("installs a signal handler (signal.signal: it would receive the grader's frames)")
         raise refuse("grading refuses installing a signal handler")
 
-    import _signal
-
-    for real in {id(signal.signal): signal.signal, id(_signal.signal): _signal.signal}.values():
-        _replace_everywhere(real, refused_signal, ns)
+    # signal.signal is a Python wrapper of the built-in _signal.signal: both are replaced
+    _replace_everywhere([(signal.signal, refused_signal), (_signal.signal, refused_signal)], ns)
 
 
 def _guard(real, full: str, refused: list):
@@ -513,11 +518,9 @@ def serve(job_path: str) -> int:
     from ._clean_grade import (STATEMENT_LIMIT, build_namespace, define_student_code, is_function, statements,
                                used_globals)
 
-    from ._snapshot import plain
-
     import signal
 
-    from ._snapshot import _on_alarm
+    from ._snapshot import _on_alarm, plain
 
     signal.signal(signal.SIGALRM, _on_alarm)  # the statements' time limit (_run_limited), set once
     job = json.loads(Path(job_path).read_text())

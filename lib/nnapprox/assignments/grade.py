@@ -71,14 +71,15 @@ def _prepare(name: str, built: Path, allow_stale: bool) -> dict:
         release = check_release(built, name)["release"]
     zip_path = autograder_zip(built)
     handout = student_notebook(built)
+    nb = read_submission(handout)  # read once: its code cells, the VARIANT cell, the trusted cells
+    given = [c.source for c in nb.cells if c.cell_type == "code"]
     return {
         "built": built, "zip": zip_path, "points": question_points(zip_path), "release": release,
-        "handout": handout, "given": roster.notebook_sources(handout),
+        "handout": handout, "given": given,
         # an edited VARIANT cell changes nothing (the grader re-runs the handed-out one) but is worth a look
-        "variant_cell": roster.variant_cell(roster.notebook_sources(handout)),
+        "variant_cell": roster.variant_cell(given),
         # so is any other handed-out cell (data, constants, imports) edited or removed
-        "handed_out": [s.strip() for s in trusted_cells(read_submission(handout))
-                       if s.strip() and not s.lstrip().startswith(roster.VARIANT_HEADER)],
+        "handed_out": [s for s in trusted_cells(nb) if not s.lstrip().startswith(roster.VARIANT_HEADER)],
         "forbidden": (json.loads((built / "forbidden.json").read_text()) if (built / "forbidden.json").exists()
                       else build_forbidden(name)),
     }

@@ -215,9 +215,9 @@ def flags(sources: list[str], forbidden: dict[str, list[str]] | None = None, giv
                     if full.startswith("builtins."):
                         found.add("uses builtins")
                     parts = full.split(".")
-                    if root in PRIVATE_CHECKED and any(_private(a) for a in parts[1:]):
-                        found.add(f"uses a private name of {root}: "
-                                  f"{'.'.join(parts[:1 + next(i for i, a in enumerate(parts[1:]) if _private(a)) + 1])}")
+                    first = next((i for i, a in enumerate(parts) if i and _private(a)), None)
+                    if root in PRIVATE_CHECKED and first is not None:
+                        found.add(f"uses a private name of {root}: {'.'.join(parts[:first + 1])}")
                     if full.startswith("torch.ops."):
                         found.add("uses torch.ops (the operator registry: forbidden routines by other names)")
     found |= {f"{q}: refers to forbidden {name}" for q, names in forbidden_references(sources, forbidden, given).items()
