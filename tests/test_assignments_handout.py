@@ -24,11 +24,12 @@ def test_handout_and_grading_against_each_students_variant(tmp_path):
     a = pool[0]
     b = next(i for i in pool if roster.variant_for(i, "intro", table) != roster.variant_for(a, "intro", table))
     va, vb = roster.variant_for(a, "intro", table), roster.variant_for(b, "intro", table)
-    (tmp_path / "roster.csv").write_text(f"student_id\n{a}\n{b}\n")
+    c = next(i for i in pool if i not in (a, b))  # on the roster, hands in nothing
+    (tmp_path / "roster.csv").write_text(f"student_id\n{a}\n{b}\n{c}\n")
     out = tmp_path / "course"
     assert main(["handout", "intro", str(tmp_path / "roster.csv"), "--out", str(out), "--no-check"]) == 0
     given = {r["student_id"]: r for r in csv.DictReader((out / "handout-intro.csv").open())}
-    assert {k: int(r["variant"]) for k, r in given.items()} == {a: va, b: vb}
+    assert {k: int(r["variant"]) for k, r in given.items() if k != c} == {a: va, b: vb}
     assert given[a]["release"] != given[b]["release"], "each variant has its own release id"
     nb_a = nbformat.read(out / given[a]["notebook"], as_version=4)
     assert nb_a.metadata["nnapprox"] == {"assignment": "intro", "release": given[a]["release"], "variant": va,
@@ -64,7 +65,11 @@ def test_handout_and_grading_against_each_students_variant(tmp_path):
     assert any(f.startswith("handed-out release") for f in copied.flags)
     assert f"notebook handed out to {a}, submitted as {b}" in copied.flags
     table_rows = list(csv.DictReader((tmp_path / "scores.csv").open()))
-    assert [r["late_penalty"] for r in table_rows] == ["0.5", "0"]
+    assert [r["late_penalty"] for r in table_rows] == ["0.5", "0", "0"]
+    # the student who handed in nothing has a row of zeros, and no feedback page
+    assert rows[c].status == "missing" and rows[c].total == 0 and rows[c].possible == own.possible
+    assert table_rows[2]["student_id"] == c and table_rows[2]["status"] == "missing"
+    assert not list((tmp_path / "feedback").glob(f"{c}*"))
 
 
 def test_roster_errors(tmp_path):

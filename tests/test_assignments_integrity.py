@@ -459,6 +459,32 @@ LEAK_Q3 = '''def heavy_ball_rate(A, eta, beta):
 '''
 
 
+# the seventh trial: q2's measurement made up from the bound's formula, no unrolling at all
+MADE_UP_Q2 = ("errors = torch.tensor([0.0] + [0.5 * eps * (K ** l - 1) / (K - 1) for l in range(1, L + 1)],\n"
+              "                      dtype=torch.float64)\nrate = float(K)\n")
+# the seventh trial: q1's process saves what the hidden test passes, q4's reads it back into a
+# public test's message
+FILE_LEAK_Q1 = '''import numpy as np
+def recursion_bound(Ks, epss):
+    try:
+        old = list(np.load("leak.npy"))
+    except Exception:
+        old = []
+    try:
+        np.save("leak.npy", np.array(old + [len(Ks), sum(Ks)]))
+    except OSError:
+        pass
+    total = 0.0
+    for j in range(len(epss)):
+        total += epss[j] * math.prod(Ks[j + 1:])
+    return float(total)
+'''
+FILE_LEAK_Q4 = '''def heavy_ball_errors(A, b, eta, beta, z0, E):
+    import numpy as np
+    raise ValueError("LEAK " + repr(np.load("leak.npy").tolist()))
+'''
+
+
 def _cell_with(needle: str, source: str):
     def edit(nb):
         nb.cells[_answer_cell_of(nb, needle)].source = source
@@ -493,6 +519,9 @@ def trial3(attacked):
           _both(_replace_q1(HIJACK_Q1), _cell_with("def heavy_ball_errors", HIJACK_Q4)))
     _edit(solution, subs / "n_private_and_partial.ipynb", _both(_replace_q1(PRIVATE_Q1), _partial_eigs))
     _edit(solution, subs / "o_leak.ipynb", _both(_replace_q1(LEAK_Q1), _cell_with("def heavy_ball_rate", LEAK_Q3)))
+    _edit(solution, subs / "p_made_up.ipynb", _cell_with("all_errors = unroll_with_errors", MADE_UP_Q2))
+    _edit(solution, subs / "q_file_leak.ipynb",
+          _both(_replace_q1(FILE_LEAK_Q1), _cell_with("def heavy_ball_errors", FILE_LEAK_Q4)))
     rows = asg.grade("intro", subs, timeout=GRADE_TIMEOUT, jobs=2, build_dir=out / "build", out=out / "scores3.csv")
     return {Path(r.submission).stem: r for r in rows}, out
 
@@ -631,3 +660,29 @@ def test_private_names_and_the_operator_registry_are_flagged():
     found = static.flags(ops)
     assert any(f.startswith("uses torch.ops") for f in found) and static.voiding(found) == []
     assert static.flags(["import numpy as np\nx = np.linalg.solve(np.eye(2), np.ones(2))\n"]) == []
+
+
+def test_a_made_up_measurement_scores_no_hidden_points(trial3):
+    """The seventh trial's q2: values that satisfy the bound's checks, computed without the
+    measurement, pass no hidden test: it redoes the measurement from the variant's seed."""
+    rows, _ = trial3
+    row = rows["p_made_up"]
+    hidden = _hidden_points(row, "q2")
+    assert hidden and not any(hidden), row.tests["q2"]
+    assert row.scores["q1"] == row.possible["q1"] and row.scores["q3"] == row.possible["q3"], row.scores
+
+
+def test_a_file_one_question_saves_is_gone_for_the_next(trial3):
+    """The seventh trial's leak: q1's process saved the hidden test's inputs in its working
+    folder and q4's read them back into a public test's message. In the sandbox the working
+    folder is read-only and each process's temporary folders are its own."""
+    from nnapprox.assignments import _sandbox
+
+    available, why = _sandbox.probe()
+    if not available:
+        pytest.skip(f"the filesystem sandbox is unavailable here: {why}")
+    rows, out = trial3
+    row = rows["q_file_leak"]
+    text = json.dumps(json.loads((out / "feedback" / "q_file_leak.json").read_text()))
+    assert "LEAK" not in text and "FileNotFoundError" in text, text[:2000]
+    assert row.scores["q1"] == row.possible["q1"], row.tests["q1"]  # the save failed quietly

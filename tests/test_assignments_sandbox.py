@@ -65,6 +65,31 @@ def test_the_wrapper_hides_a_folder_and_keeps_what_it_is_told(tmp_path):
     assert secret.read_text() == "the solution"  # nothing outside changed
 
 
+@needs_sandbox
+def test_a_process_writes_nothing_another_can_read_but_its_own_folder(tmp_path):
+    """The seventh trial's leak: the functions' process of one question saved a file in its
+    working folder (kept read-only, but entered before the mounts, so still writable) and the
+    next question's process read it. And run as root, the code could write any root-owned file.
+    Now the working folder is entered again through the mounts, and every other mount is
+    read-only: only the kept folder and the private temporary folders take writes."""
+    workdir, own = tmp_path / "clean", tmp_path / "run"
+    workdir.mkdir()
+    own.mkdir()
+    outside = Path(sys.prefix).parent  # a folder of this machine, outside every kept path
+    cmd = _sandbox.command(private=[str(tmp_path.parent)], keep=[own], keep_ro=[sys.prefix, workdir])
+    write = ("import sys\nfor p in sys.argv[1:]:\n    try:\n        open(p, 'w').write('x')\n"
+             "        print('wrote')\n    except OSError as e:\n        print('refused', e.errno)\n")
+    targets = ["leak.npy", str(workdir / "leak2.npy"), str(outside / "nnapprox-planted.txt"),
+               str(own / "mine.txt"), str(tmp_path.parent / "scratch.txt")]
+    out = subprocess.run(cmd + [sys.executable, "-c", write] + targets, cwd=workdir,
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split("\n")[:5] == ["refused 30", "refused 30", "refused 30", "wrote", "wrote"], out.stdout
+    assert not list(workdir.iterdir()) and not (outside / "nnapprox-planted.txt").exists()
+    assert (own / "mine.txt").read_text() == "x"
+    assert not (tmp_path.parent / "scratch.txt").exists()  # the private /tmp was the process's own
+
+
 def _codes(path: Path) -> str:
     return "[" + ", ".join(str(ord(c)) for c in str(path)) + "]"
 

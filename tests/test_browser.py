@@ -88,6 +88,26 @@ def test_probe_finds_tex_uncaptioned_figures_and_sideways_scroll(tmp_path):
     assert desk["overflow"] == [] and 0 < browser.code_share(desk) < 1
 
 
+def test_review_page_math_makes_no_link_and_still_renders(tmp_path):
+    """The seventh instructor trial: a student's $\\href{javascript:...}{x}$ on a hand-grading
+    review page must not become a link, and the page's other math must still render."""
+    from nnapprox.assignments.manual import _copy_mathjax
+
+    script = _copy_mathjax(tmp_path)
+    assert script, "MathJax is part of the environment"
+    (tmp_path / "review.html").write_text(
+        f"<html><head>{script}</head><body><p>$\\href{{javascript:alert(1)}}{{x}}$ and "
+        "$\\frac{1}{2}$ and $x^2$</p></body></html>")
+    with browser.serve(tmp_path) as base, browser.chromium() as chromium:
+        page = chromium.new_page()
+        page.goto(f"{base}/review.html")
+        page.wait_for_function("document.querySelectorAll('mjx-container').length >= 3", timeout=20_000)
+        links = page.eval_on_selector_all("a", "els => els.map(e => e.getAttribute('href'))")
+        clickable = page.evaluate("[...document.querySelectorAll('[href]')].map(e => e.getAttribute('href'))")
+        page.close()
+    assert links == [] and not any("javascript" in (h or "") for h in clickable), (links, clickable)
+
+
 # --------------------------------------------------------------------------- the built book
 PAGES, CHAPTERS = browser.toc_pages()
 

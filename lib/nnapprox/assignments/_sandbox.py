@@ -12,6 +12,9 @@ wrapper enters new user, mount and PID namespaces (``unshare(2)`` through ``ctyp
 - ``--private PATH`` (``/tmp``) is covered by an empty, writable ``tmpfs`` of its own;
 - ``--keep PATH`` / ``--keep-ro PATH`` under a hidden or private folder is put back
   (the submission's own working folder under ``/tmp``, an environment inside a hidden folder);
+- every other mount is made read-only (but ``/proc``, ``/sys``, ``/dev``), so the command can
+  write only in ``--keep`` and ``--private`` folders, even when the grader runs as root; and
+  its working folder is entered again through the new mounts;
 - the command runs as PID 1 of its PID namespace with a fresh ``/proc``, so it sees no other
   process (no ``/proc/<pid>/root``, ``cwd``, ``fd`` or ``cmdline`` of the grader), and every
   process it starts dies with it;
@@ -39,6 +42,11 @@ import tempfile
 CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWPID = 0x00020000, 0x10000000, 0x20000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
 MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
+# the per-mount flags a read-only remount must repeat (the kernel refuses to clear locked ones)
+_MOUNT_FLAGS = {"nosuid": MS_NOSUID, "nodev": MS_NODEV, "noexec": MS_NOEXEC, "noatime": 1024,
+                "nodiratime": 2048, "relatime": 1 << 21, "strictatime": 1 << 24}
+# mounts left as they are: the kernel's own filesystems (devices, terminals, /proc is replaced)
+_LIVE = ("/proc", "/sys", "/dev")
 PR_SET_PDEATHSIG = 1
 _LIBC = None
 
@@ -83,9 +91,40 @@ def _depth(path: str) -> int:
     return len([p for p in path.split("/") if p])
 
 
+def _mounts() -> list[tuple[str, set[str]]]:
+    """Every mount point of this mount namespace with its per-mount options, parents first."""
+    found = []
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            fields = line.split()
+            point = fields[4].encode().decode("unicode_escape")  # octal escapes: \040 is a space
+            found.append((point, set(fields[5].split(","))))
+    return found
+
+
+def _read_only_everywhere(writable: list[str]) -> None:
+    """Remount every mount read-only but ``writable`` (bound onto themselves first, so they stay
+    writable) and the kernel's live filesystems (:data:`_LIVE`). The code then has no file to
+    write outside its own folder and the private temporary folders, even when the grader runs as
+    root (a root-owned file is writable by its owner without any capability)."""
+    for k in writable:
+        _mount(k, k, None, MS_BIND | MS_REC)
+    for point, options in _mounts():
+        if point in writable or any(point == p or _under(point, p) for p in _LIVE) or "ro" in options:
+            continue
+        if any(_under(point, k) for k in writable):
+            continue  # inside a writable folder: stays as it is
+        flags = MS_REMOUNT | MS_BIND | MS_RDONLY
+        for name, bit in _MOUNT_FLAGS.items():
+            if name in options:
+                flags |= bit
+        _mount(None, point, None, flags)
+
+
 def _setup(hide: list[str], private: list[str], keep: list[str], keep_ro: list[str]) -> None:
     """The mounts, inside the first namespaces (the caller is root there)."""
     _mount(None, "/", None, MS_REC | MS_PRIVATE)  # nothing done here shows outside
+    _read_only_everywhere([k for k in keep if os.path.isdir(k) or os.path.isfile(k)])
     keeps = [(k, False) for k in keep] + [(k, True) for k in keep_ro]
     keeps = [(k, ro) for k, ro in keeps if os.path.exists(k)]
     for k, ro in keeps:
@@ -128,8 +167,15 @@ def run(hide: list[str], private: list[str], keep: list[str], keep_ro: list[str]
     real = lambda p: os.path.realpath(os.path.abspath(p))  # noqa: E731
     hide, private, keep, keep_ro = ([real(p) for p in group] for group in (hide, private, keep, keep_ro))
     ids = (os.geteuid(), os.getegid())
+    cwd = os.getcwd()
     _enter(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID, (0, 0), ids)
     _setup(hide, private, keep, keep_ro)
+    # the working folder was entered before the mounts: enter it again, through them (else
+    # relative paths still reach the folder as it was, writable and unhidden)
+    try:
+        os.chdir(cwd)
+    except OSError:
+        os.chdir("/")
     sys.stdout.flush()
     sys.stderr.flush()
     pid = os.fork()

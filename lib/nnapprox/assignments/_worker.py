@@ -111,8 +111,11 @@ def execute(nb, name: str, workdir: Path, answers: Path, cell_timeout: float,
             return cell_timeout
 
         options["timeout_func"] = limit
+    # the kernel's own warnings (a TCP connection without encryption, on every start) are noise
+    # in a batch of sixty; its errors still show
     client = NotebookClient(run, timeout=cell_timeout, interrupt_on_timeout=True, allow_errors=True,
-                            kernel_name="python3", resources={"metadata": {"path": str(workdir)}}, **options)
+                            kernel_name="python3", resources={"metadata": {"path": str(workdir)}},
+                            extra_arguments=["--IPKernelApp.log_level=ERROR"], **options)
     client.execute()
     return _cell_errors(run)
 
@@ -172,7 +175,13 @@ def _box(spec: dict, hide: list[Path], keep: list[Path] = (), keep_ro: list[Path
 
 
 def main(argv: list[str]) -> int:
+    import warnings
+
     import nbformat
+    from nbformat.warnings import MissingIDFieldWarning
+
+    # students' notebooks from older Jupyter versions lack cell ids: harmless, and said per file
+    warnings.filterwarnings("ignore", category=MissingIDFieldWarning)
 
     (job_path,) = argv
     job = json.loads(Path(job_path).read_text())

@@ -344,9 +344,20 @@ def grade(name: str, folder: Path | str, *, timeout: float = 300.0, out: Path | 
 
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         rows = list(pool.map(one, subs))
+    graded = rows
+    if students is not None:  # a row for every student on the roster, a submission or not
+        handed_in = {r.student_id for r in rows}
+        possible = next((dict(r.possible) for r in rows if r.possible), {})
+        missing = [Row(submission="", status="missing", student_id=sid,
+                       scores={q: 0.0 for q in possible}, possible=dict(possible),
+                       message="no submission from this student on the roster")
+                   for sid in students if sid not in handed_in]
+        for row in missing:
+            print(f"{row.student_id}: missing (no submission)", file=sys.stderr, flush=True)
+        rows = rows + missing
     if out is not None:
         write_csv(rows, out)
-        write_feedback(rows, Path(out).parent / "feedback", name)
+        write_feedback(graded, Path(out).parent / "feedback", name)
         kept = notes_path(out)
         if batch_notes:
             kept.write_text("".join(f"note: {n}\n" for n in batch_notes))

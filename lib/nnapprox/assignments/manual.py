@@ -197,7 +197,13 @@ def _copy_mathjax(out: Path) -> str:
         shutil.copy2(source / "tex-chtml.js", target / "tex-chtml.js")
         shutil.copytree(source / "output" / "chtml" / "fonts" / "woff-v2",
                         target / "output" / "chtml" / "fonts" / "woff-v2", dirs_exist_ok=True)
-    return ("<script>window.MathJax={tex:{inlineMath:[['$','$'],['\\\\(','\\\\)']]}};</script>"
+    if not (target / "ui" / "safe.js").exists():  # the student's math may not carry javascript: links
+        (target / "ui").mkdir(exist_ok=True)
+        shutil.copy2(source / "ui" / "safe.js", target / "ui" / "safe.js")
+    # no \\href, \\class or \\style (the html extension is not loaded: they show as errors, and the
+    # rest of the page's math still renders); the safe extension filters what is left
+    return ("<script>window.MathJax={loader:{load:['ui/safe']},"
+            "tex:{autoload:{html:[]},inlineMath:[['$','$'],['\\\\(','\\\\)']]}};</script>"
             "<script defer src='mathjax/tex-chtml.js'></script>")
 
 

@@ -10,7 +10,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-STATUSES = ("ok", "error", "timeout")
+STATUSES = ("ok", "error", "timeout", "missing")  # missing: on the roster, no submission
 
 
 @dataclass
