@@ -69,6 +69,8 @@ def test_handout_and_grading_against_each_students_variant(tmp_path):
     # the student who handed in nothing has a row of zeros, and no feedback page
     assert rows[c].status == "missing" and rows[c].total == 0 and rows[c].possible == own.possible
     assert table_rows[2]["student_id"] == c and table_rows[2]["status"] == "missing"
+    assert own.pending and rows[c].pending == own.pending  # hand-graded: empty, as for the others
+    assert all(table_rows[2][q] == "" for q in own.pending)
     assert not list((tmp_path / "feedback").glob(f"{c}*"))
 
 

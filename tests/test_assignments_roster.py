@@ -157,6 +157,9 @@ def test_student_feedback_names_no_other_student_and_no_detection_detail(tmp_pat
                  "uses os.listdir", "calls open",  # the static flags that voided it
                  "q3 voided: installs a signal handler (signal.signal: it would receive the grader's frames)"
                  " while graded"]
+    # the eighth trial: a public test's message said what the checker had matched
+    row.tests = {"q1": [{"test": "q1 - 1", "passed": False, "hidden": False,
+                         "message": "voided: the submission's code imports signal; uses .f_locals"}]}
     folder = write_feedback([row], tmp_path / "feedback", "intro")
     student = json.loads((folder / "bcd2_intro.json").read_text())
     page = (folder / "bcd2_intro.html").read_text()
@@ -168,8 +171,12 @@ def test_student_feedback_names_no_other_student_and_no_detection_detail(tmp_pat
     # nor how a question's tampering was caught
     assert "signal" not in page and "q3 voided: the instructor reviews this question by hand" in student["flags"]
     assert "q1: refers to forbidden nnapprox.composition.error_bound" in student["flags"]
-    # the instructor's file keeps every flag as it was
-    assert json.loads((folder / "instructor" / "bcd2_intro.json").read_text())["flags"] == row.flags
+    assert "f_locals" not in json.dumps(student) and "imports signal" not in page
+    assert student["questions"]["q1"]["public_tests"][0]["message"] == \
+        "voided: the instructor reviews this question by hand"
+    # the instructor's file keeps every flag and message as it was
+    instructor = json.loads((folder / "instructor" / "bcd2_intro.json").read_text())
+    assert instructor["flags"] == row.flags and "f_locals" in json.dumps(instructor)
 
 
 def test_hand_graded_questions_not_graded_yet_are_empty_and_said_so(tmp_path):

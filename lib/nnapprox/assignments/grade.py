@@ -350,7 +350,8 @@ def grade(name: str, folder: Path | str, *, timeout: float = 300.0, out: Path | 
         possible = next((dict(r.possible) for r in rows if r.possible), {})
         missing = [Row(submission="", status="missing", student_id=sid,
                        scores={q: 0.0 for q in possible}, possible=dict(possible),
-                       message="no submission from this student on the roster")
+                       message="no submission from this student on the roster",
+                       pending={q: top for q, top in pending.items() if q not in possible})
                    for sid in students if sid not in handed_in]
         for row in missing:
             print(f"{row.student_id}: missing (no submission)", file=sys.stderr, flush=True)
