@@ -13,6 +13,10 @@ Masters: ``chapters/assignments/<name>.md`` (one per chapter; public), or a priv
 See the instructor guide (``book/instructors.md``).
 """
 
+import warnings
+
+from nbformat.warnings import MissingIDFieldWarning
+
 from .build import (
     BUILD,
     MASTERS,
@@ -30,6 +34,10 @@ from .build import (
     variants,
 )
 from .grade import STATUSES, Row, grade, grade_submission, question_points, submissions_in, write_csv
+
+# students' notebooks from older Jupyter versions lack cell ids: harmless, and nbformat would say
+# so for every file of a batch (set once here, for the command line and every grading process)
+warnings.filterwarnings("ignore", category=MissingIDFieldWarning)
 
 __all__ = [
     "BUILD",

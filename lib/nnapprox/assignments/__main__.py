@@ -33,12 +33,6 @@ def _options(args: argparse.Namespace, names: tuple[str, ...]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    import warnings
-
-    from nbformat.warnings import MissingIDFieldWarning
-
-    # students' notebooks from older Jupyter versions lack cell ids: harmless, and said per file
-    warnings.filterwarnings("ignore", category=MissingIDFieldWarning)
     parser = argparse.ArgumentParser(prog="python -m nnapprox.assignments", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--masters", type=Path, default=None,

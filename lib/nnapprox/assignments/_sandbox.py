@@ -110,10 +110,8 @@ def _read_only_everywhere(writable: list[str]) -> None:
     for k in writable:
         _mount(k, k, None, MS_BIND | MS_REC)
     for point, options in _mounts():
-        if point in writable or any(point == p or _under(point, p) for p in _LIVE) or "ro" in options:
-            continue
-        if any(_under(point, k) for k in writable):
-            continue  # inside a writable folder: stays as it is
+        if "ro" in options or any(point == p or _under(point, p) for p in [*_LIVE, *writable]):
+            continue  # already read-only, live, or a writable folder or inside one: stays as it is
         flags = MS_REMOUNT | MS_BIND | MS_RDONLY
         for name, bit in _MOUNT_FLAGS.items():
             if name in options:
@@ -124,7 +122,7 @@ def _read_only_everywhere(writable: list[str]) -> None:
 def _setup(hide: list[str], private: list[str], keep: list[str], keep_ro: list[str]) -> None:
     """The mounts, inside the first namespaces (the caller is root there)."""
     _mount(None, "/", None, MS_REC | MS_PRIVATE)  # nothing done here shows outside
-    _read_only_everywhere([k for k in keep if os.path.isdir(k) or os.path.isfile(k)])
+    _read_only_everywhere([k for k in keep if os.path.exists(k)])
     keeps = [(k, False) for k in keep] + [(k, True) for k in keep_ro]
     keeps = [(k, ro) for k, ro in keeps if os.path.exists(k)]
     for k, ro in keeps:

@@ -175,13 +175,7 @@ def _box(spec: dict, hide: list[Path], keep: list[Path] = (), keep_ro: list[Path
 
 
 def main(argv: list[str]) -> int:
-    import warnings
-
     import nbformat
-    from nbformat.warnings import MissingIDFieldWarning
-
-    # students' notebooks from older Jupyter versions lack cell ids: harmless, and said per file
-    warnings.filterwarnings("ignore", category=MissingIDFieldWarning)
 
     (job_path,) = argv
     job = json.loads(Path(job_path).read_text())
