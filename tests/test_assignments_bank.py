@@ -43,8 +43,14 @@ def test_structural_variant_errors_name_what_is_valid(tmp_path):
         bank.apply_structural(asg.master_path("intro").read_text(), "no block here")
 
 
-@pytest.mark.parametrize("name,question,tag", STRUCTURAL)
-def test_public_solution_scores_zero_on_a_structural_variant(name, question, tag, tmp_path, monkeypatch):
+WITH_VARIANTS = [name for name in asg.available() if bank.structural_variants(name)]
+
+
+@pytest.mark.parametrize("name", WITH_VARIANTS)
+def test_public_solution_scores_zero_on_a_structural_variant(name, tmp_path, monkeypatch):
+    """The bank ``new-bank`` makes swaps in a structural variant for every question that has
+    one; on each of them the copied public solution scores zero, and on the others full marks.
+    A question with several variants is checked once per variant (``--pick``)."""
     import importlib
 
     from nnapprox.assignments.__main__ import main
@@ -52,27 +58,33 @@ def test_public_solution_scores_zero_on_a_structural_variant(name, question, tag
     b = importlib.import_module("nnapprox.assignments.build")
     public = asg.build_one(name, tmp_path / "public", check=False)
     monkeypatch.setattr(b, "MASTERS", b.MASTERS)  # restored after the test (the command switches it)
-    dest = tmp_path / "bank"
-    assert main(["new-bank", str(dest), "--pick", "0"]) == 0
-    record = json.loads((dest / "bank.json").read_text())["structural"]
-    assert (dest / "README.txt").exists() and not (dest / "README.md").exists()
-    if record[name].get(question) != tag:  # another variant of the same question was picked: pick this one
-        (dest / f"{name}.md").write_text(bank.variant_master(name, {question: tag}))
-    asg.use_masters(dest)
-    assert asg.master_path(name).read_text() != (Path(b.ROOT) / "chapters" / "assignments" / f"{name}.md").read_text()
-    private = asg.build_one(name, tmp_path / "private", check=True)  # otter checks the variant's own tests
-    subs = tmp_path / "subs"
-    subs.mkdir()
-    (subs / "public_solution.ipynb").write_bytes(asg.solution_notebook(public).read_bytes())
-    (subs / "variant_solution.ipynb").write_bytes(asg.solution_notebook(private).read_bytes())
-    rows = {Path(r.submission).stem: r for r in asg.grade(name, subs, timeout=300, jobs=2,
-                                                             build_dir=private.parent)}
-    own = rows["variant_solution"]
-    assert own.scores == own.possible, own
-    copied = rows["public_solution"]
-    assert copied.scores[question] == 0.0, copied.tests[question]
-    others = {q: s for q, s in copied.scores.items() if q != question}
-    assert others == {q: p for q, p in copied.possible.items() if q != question}
+    available = bank.structural_variants(name)
+    for pick in range(max(len(paths) for paths in available.values())):
+        dest = tmp_path / f"bank{pick}"
+        b.MASTERS = Path(b.ROOT) / "chapters" / "assignments"
+        assert main(["new-bank", str(dest), "--pick", str(pick)]) == 0
+        record = json.loads((dest / "bank.json").read_text())
+        assert isinstance(record["grading_seed"], int)
+        swapped = record["structural"][name]
+        assert set(swapped) == set(available), "every question with a structural variant gets one"
+        assert (dest / "README.txt").exists() and not (dest / "README.md").exists()
+        asg.use_masters(dest)
+        assert asg.master_path(name).read_text() != (b.ROOT / "chapters" / "assignments" / f"{name}.md").read_text()
+        private = asg.build_one(name, tmp_path / f"private{pick}", check=True)  # otter checks the variants' tests
+        subs = tmp_path / f"subs{pick}"
+        subs.mkdir()
+        (subs / "public_solution.ipynb").write_bytes(asg.solution_notebook(public).read_bytes())
+        (subs / "variant_solution.ipynb").write_bytes(asg.solution_notebook(private).read_bytes())
+        rows = {Path(r.submission).stem: r for r in asg.grade(name, subs, timeout=600, jobs=2,
+                                                                 build_dir=private.parent)}
+        own = rows["variant_solution"]
+        assert own.scores == own.possible, own
+        copied = rows["public_solution"]
+        graded = [q for q in swapped if q in copied.possible]  # hand-graded questions are not scored here
+        for q in graded:
+            assert copied.scores[q] == 0.0, (q, copied.tests[q])
+        others = {q: s for q, s in copied.scores.items() if q not in swapped}
+        assert others == {q: p for q, p in copied.possible.items() if q not in swapped}
 
 
 def test_failed_build_leaves_no_solutions(tmp_path, monkeypatch):
@@ -101,3 +113,47 @@ def test_help_lists_every_command(capsys):
     text = capsys.readouterr().out
     for command in ("list", "build", "handout", "grade", "collect-manual", "new-bank"):
         assert f"\n  {command} " in text, f"--help does not describe {command}"
+
+
+def test_grading_seed_reaches_hidden_tests_only():
+    """``GRADING_SEED`` becomes the build's integer in hidden tests; anywhere else (a public
+    test, a handed-out cell) the build stops, since the students' notebook would hold the seed."""
+    import importlib
+
+    import nbformat
+
+    b = importlib.import_module("nnapprox.assignments.build")
+    hidden = ('""" # BEGIN TEST CONFIG\nhidden: true\n""" # END TEST CONFIG\n'
+              "def test_h(f):\n    rng = np.random.default_rng(GRADING_SEED)\n")
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(hidden),
+                                         nbformat.v4.new_code_cell("x = 1  # MY_GRADING_SEED_X is another name")])
+    assert b._apply_grading_seed(nb, "demo", 987654) == 1
+    assert "default_rng(987654)" in nb.cells[0].source and "GRADING_SEED)" not in nb.cells[0].source
+    public = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("def test_p(f):\n    f(GRADING_SEED)\n")])
+    with pytest.raises(asg.AssignmentError, match="only hidden tests may use"):
+        b._apply_grading_seed(public, "demo", 1)
+    with pytest.raises(asg.AssignmentError, match="grading_seed must be a non-negative integer"):
+        asg.build_one("scaling", Path("/nonexistent"), grading_seed=-1)
+
+
+def test_grading_seed_comes_from_the_bank(tmp_path, monkeypatch):
+    import importlib
+
+    b = importlib.import_module("nnapprox.assignments.build")
+    monkeypatch.setattr(b, "MASTERS", tmp_path)
+    assert b.bank_grading_seed() is None
+    (tmp_path / "bank.json").write_text(json.dumps({"grading_seed": 42}))
+    assert b.bank_grading_seed() == 42
+    (tmp_path / "bank.json").write_text(json.dumps({"grading_seed": "42"}))
+    with pytest.raises(asg.AssignmentError, match="non-negative integer"):
+        b.bank_grading_seed()
+
+
+def test_grading_seed_is_in_the_autograder_and_not_in_the_handout(tmp_path):
+    import zipfile
+
+    built = asg.build_one("scaling", tmp_path, check=False, grading_seed=8675309)
+    assert "8675309" not in asg.student_notebook(built).read_text()
+    assert "GRADING_SEED" not in asg.student_notebook(built).read_text()
+    with zipfile.ZipFile(asg.autograder_zip(built)) as z:
+        assert "default_rng(8675309)" in z.read("tests/q2.py").decode()

@@ -46,6 +46,9 @@ def main(argv: list[str] | None = None) -> int:
                          help="skip otter's check of every test against the solutions")
     p_build.add_argument("--variant", type=int, default=None,
                          help="the constants of this variant of the master's '# VARIANTS' cell (default: 0)")
+    p_build.add_argument("--grading-seed", type=int, default=None,
+                         help="what the hidden tests draw their inputs from (default: the bank's grading_seed, "
+                              "else a fresh random number); students never see it")
     p_grade = sub.add_parser("grade", help="grade a folder of submissions (*.ipynb, *.zip) into a CSV")
     p_grade.add_argument("name", metavar="NAME")
     p_grade.add_argument("folder", type=Path)
@@ -128,7 +131,8 @@ def main(argv: list[str] | None = None) -> int:
                                           "with a '# VARIANTS' cell")
             for name in names:
                 start = time.perf_counter()
-                built = build_one(name, args.out, check=not args.no_check, variant=args.variant)
+                built = build_one(name, args.out, check=not args.no_check, variant=args.variant,
+                                  grading_seed=args.grading_seed)
                 print(f"{name}: {student_notebook(built)}  {autograder_zip(built)}  "
                       f"({time.perf_counter() - start:.0f} s)")
         elif args.command == "collect-manual":

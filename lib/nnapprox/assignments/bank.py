@@ -21,6 +21,7 @@ from __future__ import annotations
 import importlib
 import json
 import re
+import secrets
 import shutil
 from pathlib import Path
 
@@ -123,6 +124,9 @@ def new_bank(dest: Path | str, *, names: list[str] | None = None, pick: int = 0)
         record[name] = choice
         if choice:
             shutil.copytree(structural_folder() / name, dest / "structural" / name)
-    (dest / "bank.json").write_text(json.dumps({"from": str(_build.MASTERS), "structural": record}, indent=1) + "\n")
+    # the hidden tests draw their inputs from this (see build.py); the students never see it
+    seed = secrets.randbelow(2**31)
+    (dest / "bank.json").write_text(json.dumps({"from": str(_build.MASTERS), "grading_seed": seed,
+                                                "structural": record}, indent=1) + "\n")
     (dest / "README.txt").write_text(README)  # not *.md: every *.md here is a master
     return record

@@ -32,6 +32,14 @@ otter's container path ``/autograder/source/files/`` to the zip's ``environment.
 Masters outside the repository. The public masters contain the solutions and hidden tests.
 An instructor keeps private masters in a folder of their own and passes it to the command
 line as ``--masters DIR`` (:func:`use_masters`).
+
+The grading seed. A hidden test draws the inputs it calls the student's functions on from
+``GRADING_SEED`` (``rng = np.random.default_rng(GRADING_SEED)``), a name the build replaces,
+in hidden tests only, by an integer the students never see: a bank's ``grading_seed``
+(``bank.json``, written by ``new-bank``) or, without one, a fresh random number per build.
+Inputs written in a public master can be tabulated in advance with a forbidden helper; inputs
+drawn from the grading seed cannot. The seed appears in the autograder zip and the solutions
+notebook only; a master that uses the name anywhere but in a hidden test fails to build.
 """
 
 from __future__ import annotations
@@ -42,6 +50,8 @@ import hashlib
 import io
 import json
 import os
+import re
+import secrets
 import shutil
 import subprocess
 from pathlib import Path
@@ -60,6 +70,50 @@ TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 
 class AssignmentError(ValueError):
     """An unknown assignment, a missing folder, a build that failed."""
+
+
+GRADING_SEED = "GRADING_SEED"  # the placeholder a hidden test draws its inputs from
+_SEED_NAME = re.compile(r"\bGRADING_SEED\b")
+
+
+def bank_grading_seed() -> int | None:
+    """The ``grading_seed`` of the masters folder's ``bank.json`` (``None`` without one)."""
+    path = Path(MASTERS) / "bank.json"
+    if not path.is_file():
+        return None
+    try:
+        seed = json.loads(path.read_text()).get("grading_seed")
+    except (ValueError, AttributeError) as e:
+        raise AssignmentError(f"{path}: not a bank record ({e})") from e
+    if seed is None:
+        return None
+    if type(seed) is not int or seed < 0:
+        raise AssignmentError(f"{path}: grading_seed must be a non-negative integer, got {seed!r}")
+    return seed
+
+
+def _is_hidden_test(cell) -> bool:
+    src = cell.source
+    if cell.cell_type != "code" or "# BEGIN TEST CONFIG" not in src:
+        return False
+    config = src.partition("# BEGIN TEST CONFIG")[2].partition("# END TEST CONFIG")[0]
+    return bool(re.search(r"^\s*hidden:\s*true\s*$", config, re.M))
+
+
+def _apply_grading_seed(nb, name: str, seed: int) -> int:
+    """Write ``seed`` for the placeholder ``GRADING_SEED`` into the hidden tests of ``nb``;
+    return how many tests use it. The placeholder anywhere else fails the build (it would
+    leave the name undefined, or tell the students the seed)."""
+    used = 0
+    for i, cell in enumerate(nb.cells):
+        if not _SEED_NAME.search(cell.source):
+            continue
+        if not _is_hidden_test(cell):
+            raise AssignmentError(f"{name}: cell {i} uses {GRADING_SEED}, which only hidden tests may use "
+                                  f"(the students' notebook must not hold the seed): {cell.source[:80]!r}")
+        cell.source = _SEED_NAME.sub(str(int(seed)), cell.source)
+        used += 1
+    return used
 
 
 def use_masters(folder: Path | str) -> Path:
@@ -351,29 +405,34 @@ def master_notebook(name: str):
 
 
 def build_one(name: str, out: Path | str = BUILD, *, check: bool = True, quiet: bool = True,
-              variant: int | None = None) -> Path:
+              variant: int | None = None, grading_seed: int | None = None) -> Path:
     """Run ``otter assign`` on the master of ``name``; return ``<out>/<name>``.
 
     ``check=True`` lets otter run every test (public and hidden) against the solutions and
     fail the build if one fails. The output folder is replaced. ``variant`` picks the
-    constants of the master's ``# VARIANTS`` cell (see the module docstring). A build that
-    fails removes ``<out>/<name>`` (it would hold the solutions).
+    constants of the master's ``# VARIANTS`` cell (see the module docstring). ``grading_seed``
+    is what the hidden tests draw their inputs from (default: the bank's, else a fresh random
+    number). A build that fails removes ``<out>/<name>`` (it would hold the solutions).
     """
     master = master_path(name)
     if variant is not None and not isinstance(variant, int):
         raise AssignmentError(f"variant must be an integer, got {variant!r}")
+    if grading_seed is not None and (type(grading_seed) is not int or grading_seed < 0):
+        raise AssignmentError(f"grading_seed must be a non-negative integer, got {grading_seed!r}")
     variants(name)  # a malformed table fails before any work
     dest = Path(out).resolve() / name
     if dest.exists():
         shutil.rmtree(dest)
     try:
-        return _build_into(dest, name, master, check=check, quiet=quiet, variant=variant)
+        return _build_into(dest, name, master, check=check, quiet=quiet, variant=variant,
+                           grading_seed=grading_seed)
     except BaseException:
         shutil.rmtree(dest, ignore_errors=True)  # a failed build leaves no solutions behind
         raise
 
 
-def _build_into(dest: Path, name: str, master: Path, *, check: bool, quiet: bool, variant: int | None) -> Path:
+def _build_into(dest: Path, name: str, master: Path, *, check: bool, quiet: bool, variant: int | None,
+                grading_seed: int | None = None) -> Path:
     import nbformat
     from otter.assign import main as otter_assign
 
@@ -382,6 +441,11 @@ def _build_into(dest: Path, name: str, master: Path, *, check: bool, quiet: bool
     nb = master_notebook(name)
     nb.metadata.pop("jupytext", None)
     chosen = _apply_variant(nb, name, variant)
+    if grading_seed is None:
+        grading_seed = bank_grading_seed()
+    if grading_seed is None:
+        grading_seed = secrets.randbelow(2**31)
+    _apply_grading_seed(nb, name, grading_seed)
     banned = forbidden(name, nb)
     _drop_forbidden_cell(nb)
     _show_question_points(nb)
