@@ -763,3 +763,90 @@ def test_a_coroutine_stack_from_asyncio_is_refused(tmp_path):
         assert calls.proxy("honest")(1) == 2 and calls.tampered == []
     finally:
         calls.close()
+
+
+# the eighth trial: a forbidden function reached where no name holds it (numpy's registry of
+# overridable functions, a set), and a torch built-in called as a Tensor method by a computed
+# name; also torch's operator registry and the switches that turn torch function modes off
+EIGHTH = ['''import operator
+import numpy as np
+import torch
+from numpy.testing import overrides
+
+
+def X(x):
+    return np.stack([np.ones_like(x), x], 1)
+
+
+def by_registry(x, y):
+    found = [f for f in overrides.get_overridable_numpy_array_functions() if f.__name__ == "pi" + "nv"]
+    return float((found[0](X(x)) @ y)[1])
+
+
+def by_method(x, y):
+    A = torch.as_tensor(X(x))
+    return float((operator.methodcaller("pinv" + "erse")(A) @ torch.as_tensor(y))[1])
+
+
+def by_operator(x, y):
+    A = torch.as_tensor(X(x))
+    return float((operator.attrgetter("ops.aten.linalg_" + "pinv")(torch)(A) @ torch.as_tensor(y))[1])
+
+
+def by_switch(x, y):
+    with operator.attrgetter("_C.DisableTorch" + "Function")(torch)():
+        return by_method(x, y)
+
+
+def by_pop(x, y):
+    operator.attrgetter("_C._pop_torch_" + "function_stack")(torch)()
+    return by_method(x, y)
+
+
+def honest(x, y):
+    A = torch.as_tensor(X(x))
+    return float(torch.linalg.solve(A.T @ A, A.T @ torch.as_tensor(y))[1])
+''']
+
+
+@pytest.fixture()
+def eighth(tmp_path):
+    s = _kernel_server(tmp_path, EIGHTH, EIGHTH[0])
+    yield s
+    s.close()
+
+
+def test_a_forbidden_function_raises_however_it_is_reached(eighth):
+    import numpy as np
+
+    x = np.array([1.0, 2.0, 3.0, 4.0])
+    y = 2.0 * x + 1.0
+    names = ["by_registry", "by_method", "by_operator", "by_switch", "by_pop", "honest"]
+    for name in names:  # before the question: every route works (by_pop: there is no mode to pop)
+        if name != "by_pop":
+            assert eighth.proxy(name)(x, y) == pytest.approx(2.0), name
+    forbid = ["numpy.linalg.pinv", "torch.pinverse", "torch.linalg.pinv"]
+    for name in ["by_registry", "by_method", "by_operator"]:
+        eighth.begin(forbid)
+        with pytest.raises(AssertionError, match="this question forbids"):
+            eighth.proxy(name)(x, y)
+        assert eighth.refused, name
+    for name in ["by_switch", "by_pop"]:
+        eighth.begin(forbid)
+        with pytest.raises(PermissionError, match="switching torch's function modes off"):
+            eighth.proxy(name)(x, y)
+        assert any("function modes off" in t for t in eighth.tampered), (name, eighth.tampered)
+    eighth.begin(forbid)
+    assert eighth.proxy("honest")(x, y) == pytest.approx(2.0)
+    assert eighth.tampered == [] and eighth.refused == []
+
+
+def test_the_eighth_trials_routes_are_flagged():
+    from nnapprox.assignments import static
+
+    found = static.flags(EIGHTH)
+    for flag in ("reaches library functions without their names (numpy.testing.overrides)",
+                 "names an attribute in computed text (operator.methodcaller)",
+                 "names an attribute in computed text (operator.attrgetter)"):
+        assert flag in found, found
+    assert static.flags(["import operator\nf = operator.methodcaller('sum')\n"]) == []

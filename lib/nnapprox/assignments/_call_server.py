@@ -270,6 +270,96 @@ def _guards(names: list[str], ns: dict) -> tuple[list, list]:
     return reals, refused
 
 
+def _disarm_in_place(reals: list, refused: list) -> list[str]:
+    """Make the forbidden functions themselves raise, however the code reaches them.
+
+    :func:`_guards` replaces the names; a function object can also be held where no name is,
+    a set (``numpy.testing.overrides.get_overridable_numpy_array_functions()``), a closure, a
+    registry. So each forbidden *Python* function (and a numpy dispatcher's
+    ``_implementation``, and what ``functools.wraps`` wrapped) gets a new ``__code__`` that
+    records the refusal and raises: every route to the object runs it. A forbidden torch
+    built-in (``torch.pinverse``, also reachable as the method ``Tensor.pinverse`` and as
+    ``torch.ops.aten.pinverse``) is refused by a torch function mode that sees every call
+    of that name, and the ways of switching torch function modes off raise (a breach).
+    Returns the modules whose dictionaries received the recorder (to be watched)."""
+    import inspect
+    import types
+
+    record = refused.append
+    modules: list[str] = []
+    torch_names: dict[str, str] = {}
+    seen: set = set()
+    for full, _target, real in reals:
+        objects = [real, getattr(real, "_implementation", None)]
+        try:
+            objects.append(inspect.unwrap(real))
+        except ValueError:
+            pass
+        patched = False
+        for obj in objects:
+            if type(obj) is not types.FunctionType or id(obj) in seen or obj.__code__.co_freevars:
+                continue
+            seen.add(id(obj))
+            code = obj.__code__
+            text = (f"def {code.co_name}(*args, **kwargs):\n"
+                    f"    __nnapprox_refused__({full!r})\n"
+                    f"    raise AssertionError({('this question forbids ' + full)!r})\n")
+            space: dict = {}
+            exec(compile(text, code.co_filename, "exec"), space)  # noqa: S102 - the grader's own text
+            obj.__globals__["__nnapprox_refused__"] = record
+            obj.__code__ = space[code.co_name].__code__
+            if isinstance(obj.__module__, str):
+                modules.append(obj.__module__)
+            patched = True
+        from_torch = full.startswith("torch.") or (getattr(real, "__module__", None) or "").startswith("torch")
+        if not patched and from_torch and isinstance(getattr(real, "__name__", None), str):
+            torch_names[real.__name__] = full
+    if torch_names:
+        _refuse_torch_names(torch_names, record)
+    return modules
+
+
+def _refuse_torch_names(names: dict[str, str], record) -> None:
+    """A torch function mode, pushed for the life of the process, that refuses every call whose
+    function is named as one of ``names`` (``linalg_pinv``, ``pinverse``: the function, the
+    Tensor method and the ``torch.ops.aten`` operator share the name). Turning modes off
+    (``DisableTorchFunction``, popping the mode stack, setting the torch-function state,
+    ``_skip_one_hop_torch_function``) raises ``PermissionError`` and voids the question."""
+    import torch
+    from torch.overrides import TorchFunctionMode
+
+    frozen = dict(names)
+    refuse = AssertionError
+
+    class RefuseForbidden(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            name = getattr(func, "__name__", None)
+            key = name.partition(".")[0] if type(name) is str else None
+            if key in frozen:
+                record(frozen[key])
+                raise refuse(f"this question forbids {frozen[key]}")
+            return func(*args, **(kwargs or {}))
+
+    RefuseForbidden().__enter__()
+    escapes = []
+    for attr in ("DisableTorchFunction", "_pop_torch_function_stack", "_set_torch_function_state",
+                 "_skip_one_hop_torch_function"):
+        real = getattr(torch._C, attr, None)
+        if real is None:
+            continue
+
+        def refused(*args, _attr=attr, **kwargs):
+            _BREACHES[0](f"switches torch's function modes off (torch._C.{_attr})")
+            raise PermissionError("grading refuses switching torch's function modes off")
+
+        escapes.append((real, refused))
+    _replace_everywhere(escapes, {})
+
+
+#: where the torch mode's refusals report a breach (set by :func:`serve` to its breach list)
+_BREACHES: list = [lambda what: None]
+
+
 def _replace_everywhere(replacements: list, ns: dict) -> None:
     """For each ``(real, new)`` of ``replacements``, put ``new`` wherever ``ns`` or a loaded
     module's namespace holds ``real`` (one pass over the namespaces for all of them)."""
@@ -528,9 +618,11 @@ def serve(job_path: str) -> int:
     ns, skipped, existed = build_namespace(job, problems)
     forbidden = [str(n) for n in job.get("question_forbids") or []]
     reals, refused = _guards(forbidden, ns)  # before any of the student's code runs here
+    disarmed = _disarm_in_place(reals, refused)  # the guard code keeps the real code's file name
     breaches = _protect(reals, [src for _, _, src in statements(job.get("sources") or [])])
+    _BREACHES[0] = breaches.append
     _refuse_signal_handlers(breaches, ns)
-    check = _watch(forbidden)  # after the hook's own replacements
+    check = _watch(forbidden + [m + ".x" for m in disarmed])  # after the hook's own replacements
     del reals  # the real functions: no frame of this process holds them from here on
     write, dumps, loads, clear = out.write, json.dumps, json.loads, list.clear
 

@@ -15,6 +15,8 @@ full score is looked at. :func:`flags` reports
   ``__code__``, ``__globals__``, ``__closure__``);
 - importing ``ctypes``, ``importlib``, ``gc``, ``linecache`` or ``otter`` (other than the
   notebook's own ``grader`` cell);
+- calling a method or attribute by a computed name (``operator.methodcaller``, ``attrgetter``) and
+  the registries and hooks that reach library functions without their names (:data:`HOOKS`);
 - any reference to a forbidden library function (:func:`forbidden_references`): an
   attribute ``D.name``, an import ``from nnapprox.depth import name``, or the name as a
   string (``getattr(D, "name")``), wherever it appears: a call, a default argument, a dict;
@@ -79,6 +81,13 @@ VOIDING = (tuple(f"imports {m}" for m in VOIDING_MODULES)
               "computed attribute name",
               "frame attribute named in a string")
            + tuple(f"uses {f}" for f in DYNAMIC) + tuple(f"calls {f}" for f in NAMESPACE_FUNCS))
+
+
+#: registries and hooks that reach library functions without their names (a set of every
+#: overridable numpy function; torch's function modes and operator library): flagged, not voiding
+HOOKS = ("numpy.testing.overrides", "torch.overrides", "torch.library", "torch.utils._python_dispatch")
+#: ``operator``'s callables that take an attribute or method name as text
+NAME_CALLERS = ("operator.attrgetter", "operator.methodcaller")
 
 
 #: packages whose private (``_``-prefixed) names reach forbidden routines by other names
@@ -163,6 +172,12 @@ def flags(sources: list[str], forbidden: dict[str, list[str]] | None = None, giv
                 for n in names:
                     if n.split(".")[0] in RISKY_MODULES:
                         found.add(f"imports {n}")
+                dotted_imports = (names if isinstance(node, ast.Import)
+                                  else [f"{node.module or ''}.{a.name}" for a in node.names])
+                for n in dotted_imports:
+                    hook = next((h for h in HOOKS if n == h or n.startswith(h + ".")), None)
+                    if hook:
+                        found.add(f"reaches library functions without their names ({hook})")
             targets = []
             if isinstance(node, (ast.Assign, ast.Delete)):
                 targets = node.targets
@@ -176,6 +191,12 @@ def flags(sources: list[str], forbidden: dict[str, list[str]] | None = None, giv
                     if dotted and dotted.split(".")[0] in modules:
                         found.add(f"{'deletes' if isinstance(node, ast.Delete) else 'reassigns'} "
                                   f"{_resolve(dotted, aliases)}")
+            if isinstance(node, ast.Call) and node.args and not isinstance(node.args[0], ast.Constant):
+                callee = _dotted(node.func) if isinstance(node.func, ast.Attribute) else (
+                    node.func.id if isinstance(node.func, ast.Name) else None)
+                callee = _resolve(callee, aliases) if callee else None
+                if callee in NAME_CALLERS:
+                    found.add(f"names an attribute in computed text ({callee})")
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
                 fn = node.func.id
                 if (fn in ATTRIBUTE_FUNCS and fn not in aliases and len(node.args) > 1
@@ -218,6 +239,9 @@ def flags(sources: list[str], forbidden: dict[str, list[str]] | None = None, giv
                     first = next((i for i, a in enumerate(parts) if i and _private(a)), None)
                     if root in PRIVATE_CHECKED and first is not None:
                         found.add(f"uses a private name of {root}: {'.'.join(parts[:first + 1])}")
+                    hook = next((h for h in HOOKS if full == h or full.startswith(h + ".")), None)
+                    if hook:
+                        found.add(f"reaches library functions without their names ({hook})")
                     if full.startswith("torch.ops."):
                         found.add("uses torch.ops (the operator registry: forbidden routines by other names)")
     found |= {f"{q}: refers to forbidden {name}" for q, names in forbidden_references(sources, forbidden, given).items()
