@@ -236,6 +236,23 @@ def test_fit_step_network_is_accurate_around_its_center_not_elsewhere():
     assert float(err_origin) > 3 * float(err_near)
 
 
+def test_fit_step_network_on_shuffled_labels_learns_only_the_mean_increment():
+    """The foil: with the targets permuted within each batch the network cannot follow the
+    step; its error is of the size of the increment itself, the trained network's far below."""
+    g = gen(11)
+    A = spd(2, 0.25, g)
+    step, _ = gradient_descent_layer(A, torch.zeros(2, dtype=torch.float64), 1.0)
+    kw = dict(width=32, n_steps=400, lr=1e-2)
+    real = fit_step_network(step, 2, generator=gen(12), **kw)
+    foil = fit_step_network(step, 2, generator=gen(12), shuffle_labels=True, **kw)
+    z = (2 * torch.rand(512, 2, generator=g, dtype=torch.float64) - 1) * 2
+    size = float((step(z) - z).norm(dim=1).mean())
+    err_real = float((real(z) - step(z)).norm(dim=1).mean())
+    err_foil = float((foil(z) - step(z)).norm(dim=1).mean())
+    assert err_real < 0.1 * size
+    assert err_foil > 0.5 * size
+
+
 # ------------------------------------------------------------------ bounded expanding maps
 def test_tent_layer_is_bounded_and_stretches_small_differences_by_K():
     from nnapprox.composition import tent_layer

@@ -224,6 +224,7 @@ def fit_step_network(
     batch: int = 512,
     lr: float = 3e-3,
     generator: torch.Generator | None = None,
+    shuffle_labels: bool = False,
 ) -> Step:
     r"""Train a ReLU network to imitate one algorithm step on the cube :math:`c + [-r, r]^d`.
 
@@ -235,6 +236,10 @@ def fit_step_network(
     random). A network is accurate only where it was trained: the cube should contain the
     points the iterations visit, starting points and fixed point included (introduction,
     section "Networks that imitate the step").
+
+    ``shuffle_labels=True`` trains the *foil*: the same inputs, steps and optimiser, with the
+    targets permuted within each batch, so that the label says nothing about its input (the
+    network can learn at most the mean increment).
 
     Raises ``ValueError`` before training unless ``d, width, n_steps, batch >= 1``,
     ``radius > 0``, ``lr > 0`` and ``center`` (if given) has shape ``(d,)``.
@@ -260,6 +265,8 @@ def fit_step_network(
         u = (2 * rng.rand(batch, d, generator=generator) - 1) * radius  # offsets, (batch, d)
         z = u.double() + c
         target = (step(z) - z).float()
+        if shuffle_labels:
+            target = target[torch.randperm(batch, generator=generator)]
         loss = ((net(u) - target) ** 2).sum(dim=1).mean()
         opt.zero_grad()
         loss.backward()
