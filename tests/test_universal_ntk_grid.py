@@ -26,6 +26,20 @@ def test_relu_ntk_gram_is_circulant_and_matches_monte_carlo():
     assert float((K_mc - K).abs().max()) < 0.01
 
 
+def test_output_layer_kernel_matches_monte_carlo_and_decays_like_k_to_the_fourth():
+    theta, u = ua.circle_inputs(16)
+    K = ua.relu_output_layer_gram(u)
+    g = torch.Generator().manual_seed(1)
+    W = torch.randn(400_000, 3, generator=g, dtype=torch.float64)
+    feats = (W @ u.T).clamp_min(0)
+    K_mc = feats.T @ feats / len(W)  # E[relu(w.u) relu(w.u')]
+    assert float((K_mc - K).abs().max()) < 0.02
+    theta, u = ua.circle_inputs(512)
+    K = ua.relu_output_layer_gram(u)
+    scaled = [ua.ntk_eigenvalue(K, theta, k) * k**4 for k in (16, 32, 64)]
+    assert max(scaled) / min(scaled) < 1.1  # k^4 mu_k nearly constant: faster decay than the NTK
+
+
 def test_ntk_eigenvalues_decay_like_k_squared():
     theta, u = ua.circle_inputs(256)
     K = ua.relu_ntk_gram(u)

@@ -32,6 +32,7 @@ from .ntk_frequency import (
     crossing_gap_ratio,
     power_law_exponents,
     relu_ntk_gram,
+    relu_output_layer_gram,
     train_harmonics,
 )
 from .random_features import fit_random_relu_features, shallow_width

@@ -53,6 +53,27 @@ def relu_ntk_gram(u: Float[Tensor, "N 3"]) -> Float[Tensor, "N N"]:
     return G * (math.pi - angle) / (2 * math.pi)
 
 
+def relu_output_layer_gram(u: Float[Tensor, "N 3"]) -> Float[Tensor, "N N"]:
+    r"""Infinite-width kernel of the same network with only its *output* layer trained.
+
+    With :math:`(w_r, b_r)` fixed at initialisation the network is a random-features model, and
+    gradient descent on :math:`a` runs with the arc-cosine kernel of order one (Cho and Saul
+    2009, ``cho2009kernel``), :math:`\mathbb E_w[\sigma(w\cdot u)\sigma(w\cdot u')]`,
+
+    .. math::  K_{\mathrm{out}}(u, u') = \frac{|u|\,|u'|}{2\pi}\big(\sin\alpha + (\pi - \alpha)\cos\alpha\big),
+               \qquad \alpha = \angle(u, u').
+
+    Near :math:`\alpha = 0` it is smooth up to an :math:`|\alpha|^3` term, so its eigenvalues on
+    the circle fall like :math:`k^{-4}` instead of the first layer's :math:`k^{-2}`.
+    """
+    G = u @ u.T
+    norms = G.diagonal().sqrt()
+    outer = torch.outer(norms, norms)
+    cos = (G / outer).clamp(-1.0, 1.0)
+    angle = torch.arccos(cos)
+    return outer * (torch.sin(angle) + (math.pi - angle) * cos) / (2 * math.pi)
+
+
 def ntk_eigenvalue(gram: Float[Tensor, "N N"], theta: Float[Tensor, " N"], k: int) -> float:
     r"""Eigenvalue :math:`\mu_k` of a circulant Gram matrix at frequency ``k`` (Rayleigh quotient of :math:`\cos k\theta`)."""
     if not 1 <= k < len(theta) / 2:
