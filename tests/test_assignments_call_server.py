@@ -850,3 +850,29 @@ def test_the_eighth_trials_routes_are_flagged():
                  "names an attribute in computed text (operator.attrgetter)"):
         assert flag in found, found
     assert static.flags(["import operator\nf = operator.methodcaller('sum')\n"]) == []
+
+
+def test_the_ninth_trials_file_readers_are_flagged_and_void():
+    """With the sandbox off, numpy.memmap, numpy.loadtxt and torch.from_file read the instructor's
+    files (ninth instructor trial); each, however imported, is a voiding flag."""
+    from nnapprox.assignments import static
+
+    cases = [
+        "import numpy as np\ndef f(p):\n    return np.memmap(p, dtype=np.uint8, mode='r')\n",
+        "import numpy as np\ndef f(p):\n    return np.loadtxt(p, dtype=str)\n",
+        "import numpy\ndef f(p):\n    return numpy.lib.format.open_memmap(p)\n",
+        "import torch\ndef f(p):\n    return torch.from_file(p, size=10, dtype=torch.uint8)\n",
+        "import torch\ndef f(p):\n    return torch.UntypedStorage.from_file(p, False, 10)\n",
+        "from numpy import genfromtxt\ndef f(p):\n    return genfromtxt(p)\n",
+        "import torch as t\ndef f(p):\n    return t.load(p)\n",
+        "import tokenize\ndef f(p):\n    return tokenize.open(p).read()\n",
+        "import mmap\n",
+        "import numpy as np\ndef f(p):\n    return np.lib.npyio.load(p)\n",
+        "import numpy as np\nnp.save('leak.npy', np.zeros(3))\n",
+    ]
+    for code in cases:
+        found = static.flags([code])
+        assert static.voiding(found), (code, found)
+    # ordinary numpy and torch code is not flagged
+    assert static.flags(["import numpy as np\nimport torch\nx = np.linspace(0, 1, 5)\n"
+                         "y = torch.tensor(x).sum()\n"]) == []

@@ -522,7 +522,10 @@ def trial3(attacked):
     _edit(solution, subs / "p_made_up.ipynb", _cell_with("all_errors = unroll_with_errors", MADE_UP_Q2))
     _edit(solution, subs / "q_file_leak.ipynb",
           _both(_replace_q1(FILE_LEAK_Q1), _cell_with("def heavy_ball_errors", FILE_LEAK_Q4)))
-    rows = asg.grade("intro", subs, timeout=GRADE_TIMEOUT, jobs=2, build_dir=out / "build", out=out / "scores3.csv")
+    # q_file_leak's numpy.save/numpy.load are voiding flags since the ninth trial; accepted here,
+    # as an instructor would after reading it, so that what stops the leak is the sandbox
+    rows = asg.grade("intro", subs, timeout=GRADE_TIMEOUT, jobs=2, build_dir=out / "build", out=out / "scores3.csv",
+                     accept=["q_file_leak"])
     return {Path(r.submission).stem: r for r in rows}, out
 
 

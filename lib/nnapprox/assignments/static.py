@@ -26,7 +26,9 @@ full score is looked at. :func:`flags` reports
   ``sys.argv``, a frame attribute's name as a string (``"tb_" + "frame"``), ``getattr`` /
   ``setattr`` / ``hasattr`` / ``delattr`` with a computed name, ``vars`` / ``globals`` /
   ``locals``, opening or listing files (``open``, ``os.listdir``, ``pathlib``, ``glob``,
-  ``linecache``, ``numpy.fromfile``), starting a process (``os.system``, ``os.popen``, the
+  ``linecache``, ``numpy.fromfile``, ``numpy.memmap``, ``numpy.load``/``loadtxt``,
+  ``torch.from_file``/``load``, ``tokenize``, ``mmap``, and any ``.from_file``/``.tofile``
+  attribute), starting a process (``os.system``, ``os.popen``, the
   ``os.exec*`` and ``os.spawn*`` functions, ``subprocess``). A name imported from such a
   module (``from os import system``) counts as the attribute.
 
@@ -37,7 +39,7 @@ runs, so no message can carry what the code read): it scores no autograded point
 CSV says why, for the instructor to review. Such names live in :data:`FRAME_FUNCS` (per
 module, the attributes that void; the module's ``uses M.`` prefix is in :data:`VOIDING`) and
 :data:`VOIDING_MODULES` (modules whose import voids). A static check can be evaded by code
-obfuscated enough (``numpy.memmap`` or ``tokenize.open`` still read files unflagged); the
+obfuscated enough (a file reader the lists above do not name); the
 filesystem sandbox (:mod:`._sandbox`, ``grade --sandbox``) is what keeps the files out of the
 code's reach.
 """
@@ -51,7 +53,8 @@ from ._clean_grade import parse_cell
 
 RISKY_MODULES = ("ctypes", "importlib", "gc", "otter", "builtins", "inspect", "traceback", "glob", "pathlib",
                  "io", "subprocess", "shutil", "zipfile", "tempfile", "codecs", "linecache", "pickle", "signal",
-                 "multiprocessing", "runpy", "_signal", "_imp", "asyncio", "bdb", "pdb", "code", "codeop")
+                 "multiprocessing", "runpy", "_signal", "_imp", "asyncio", "bdb", "pdb", "code", "codeop",
+                 "tokenize", "mmap")
 DYNAMIC = ("exec", "eval", "compile", "__import__")
 FRAME_ATTRS = ("f_back", "f_locals", "f_globals", "f_builtins", "f_code", "tb_frame", "tb_next", "gi_frame",
                "cr_frame", "__code__", "__globals__", "__closure__", "__builtins__", "__subclasses__",
@@ -62,8 +65,13 @@ FRAME_FUNCS = {"sys": ("_getframe", "settrace", "setprofile", "modules", "exc_in
                       "execl", "execle", "execlp", "execlpe", "execv", "execve", "execvp", "execvpe",
                       "spawnl", "spawnle", "spawnlp", "spawnlpe", "spawnv", "spawnve", "spawnvp", "spawnvpe",
                       "posix_spawn", "posix_spawnp"),
-               "numpy": ("fromfile",),
+               "numpy": ("fromfile", "memmap", "load", "loadtxt", "genfromtxt", "fromregex", "save", "savez",
+                         "savez_compressed", "savetxt", "DataSource"),
+               "torch": ("from_file", "load", "save"),
                "inspect": ("currentframe", "stack", "getouterframes", "getinnerframes", "trace", "getframeinfo")}
+#: attribute names that read or write a file whatever they hang on (``np.lib.format.open_memmap``,
+#: ``torch.UntypedStorage.from_file``, ``array.tofile``): flagged, and voiding
+FILE_ATTRS = ("memmap", "open_memmap", "from_file", "fromfile", "tofile", "loadtxt", "genfromtxt", "fromregex")
 OTTER_CELL = "otter.Notebook("
 ATTRIBUTE_FUNCS = ("getattr", "setattr", "hasattr", "delattr")
 NAMESPACE_FUNCS = ("vars", "globals", "locals", "open")
@@ -75,10 +83,13 @@ VOIDING_MODULES = ("inspect", "traceback", "gc", "glob", "pathlib", "ctypes", "i
                    # copy of a built-in module (``module_from_spec``), with no audit event
                    "signal", "_signal", "importlib", "_imp",
                    # asyncio hands out coroutine stacks (Task.get_stack), the debuggers trace frames
-                   "asyncio", "bdb", "pdb", "code", "codeop")
+                   "asyncio", "bdb", "pdb", "code", "codeop",
+                   # more ways to read a file: tokenize.open, memory maps
+                   "tokenize", "mmap")
 VOIDING = (tuple(f"imports {m}" for m in VOIDING_MODULES)
            + ("uses .", "uses sys.", "uses inspect.", "uses os.", "uses numpy.", "uses builtins",
-              "computed attribute name",
+              "computed attribute name", "reads or writes a file",
+              "uses torch.from_file", "uses torch.load", "uses torch.save",
               "frame attribute named in a string")
            + tuple(f"uses {f}" for f in DYNAMIC) + tuple(f"calls {f}" for f in NAMESPACE_FUNCS))
 
@@ -227,12 +238,18 @@ def flags(sources: list[str], forbidden: dict[str, list[str]] | None = None, giv
                     found.add(f"calls {node.attr} directly")
                 if node.attr in FRAME_ATTRS:
                     found.add(f"uses .{node.attr}")
+                if node.attr in FILE_ATTRS:
+                    found.add(f"reads or writes a file (.{node.attr})")
                 dotted = _dotted(node)
                 if dotted:
                     full = _resolve(dotted, aliases)
                     root, _, attr = full.partition(".")
                     if root in FRAME_FUNCS and attr.split(".")[0] in FRAME_FUNCS[root]:
                         found.add(f"uses {root}.{attr.split('.')[0]}")
+                    if root in ("numpy", "torch"):  # a file reader deeper down: numpy.lib.npyio.load
+                        deep = next((a for a in full.split(".")[2:] if a in FRAME_FUNCS[root]), None)
+                        if deep:
+                            found.add(f"uses {root}.{deep}")
                     if full.startswith("builtins."):
                         found.add("uses builtins")
                     parts = full.split(".")
