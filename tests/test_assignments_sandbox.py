@@ -150,13 +150,18 @@ def _attack(out: Path, folder: Path, stem: str) -> Path:
     subs = out / f"subs-{stem}"
     subs.mkdir()
     nbformat.write(nb, subs / f"{stem}.ipynb")
-    assert static.voiding(static.flags([c.source for c in nb.cells if c.cell_type == "code"])) == [], \
-        "the attack must get past the static flags (else its tests never run)"
+    # since the ninth instructor trial its readers (tokenize, numpy.memmap) are voiding flags;
+    # the tests below grade it as accepted (an instructor's --accept), so that what stops the
+    # reads is the sandbox alone
+    assert static.voiding(static.flags([c.source for c in nb.cells if c.cell_type == "code"])), \
+        "the static flags should catch these readers"
     return subs
 
 
 def _grade(out: Path, folder: Path, subs: Path, **kw):
-    (row,) = asg.grade("intro", subs, timeout=300.0, build_dir=folder.parent, out=subs / "scores.csv", **kw)
+    stems = [p.stem for p in subs.glob("*.ipynb")]
+    (row,) = asg.grade("intro", subs, timeout=300.0, build_dir=folder.parent, out=subs / "scores.csv",
+                       accept=stems, **kw)
     kernel = row.message
     server = " ".join(t["message"] for t in row.tests["q1"])
     return row, kernel, server
