@@ -65,12 +65,12 @@ FRAME_FUNCS = {"sys": ("_getframe", "settrace", "setprofile", "modules", "exc_in
                       "execl", "execle", "execlp", "execlpe", "execv", "execve", "execvp", "execvpe",
                       "spawnl", "spawnle", "spawnlp", "spawnlpe", "spawnv", "spawnve", "spawnvp", "spawnvpe",
                       "posix_spawn", "posix_spawnp"),
-               "numpy": ("fromfile", "memmap", "load", "loadtxt", "genfromtxt", "fromregex", "save", "savez",
-                         "savez_compressed", "savetxt", "DataSource"),
-               "torch": ("from_file", "load", "save"),
+               "numpy": ("fromfile", "load", "save", "savez", "savez_compressed", "savetxt", "DataSource"),
+               "torch": ("load", "save"),
                "inspect": ("currentframe", "stack", "getouterframes", "getinnerframes", "trace", "getframeinfo")}
-#: attribute names that read or write a file whatever they hang on (``np.lib.format.open_memmap``,
-#: ``torch.UntypedStorage.from_file``, ``array.tofile``): flagged, and voiding
+#: attribute names that read or write a file whatever they hang on (``np.memmap``,
+#: ``np.lib.format.open_memmap``, ``torch.UntypedStorage.from_file``, ``array.tofile``): flagged,
+#: and voiding. Names that read a file only under numpy or torch (``load``) are in FRAME_FUNCS
 FILE_ATTRS = ("memmap", "open_memmap", "from_file", "fromfile", "tofile", "loadtxt", "genfromtxt", "fromregex")
 OTTER_CELL = "otter.Notebook("
 ATTRIBUTE_FUNCS = ("getattr", "setattr", "hasattr", "delattr")
@@ -89,7 +89,7 @@ VOIDING_MODULES = ("inspect", "traceback", "gc", "glob", "pathlib", "ctypes", "i
 VOIDING = (tuple(f"imports {m}" for m in VOIDING_MODULES)
            + ("uses .", "uses sys.", "uses inspect.", "uses os.", "uses numpy.", "uses builtins",
               "computed attribute name", "reads or writes a file",
-              "uses torch.from_file", "uses torch.load", "uses torch.save",
+              *(f"uses torch.{f}" for f in FRAME_FUNCS["torch"]),
               "frame attribute named in a string")
            + tuple(f"uses {f}" for f in DYNAMIC) + tuple(f"calls {f}" for f in NAMESPACE_FUNCS))
 
@@ -233,6 +233,8 @@ def flags(sources: list[str], forbidden: dict[str, list[str]] | None = None, giv
                 root, _, attr = aliases[node.id].partition(".")
                 if root in FRAME_FUNCS and attr.split(".")[0] in FRAME_FUNCS[root]:
                     found.add(f"uses {root}.{attr.split('.')[0]}")
+                if attr.split(".")[-1] in FILE_ATTRS:  # from numpy import memmap
+                    found.add(f"reads or writes a file (.{attr.split('.')[-1]})")
             if isinstance(node, ast.Attribute):
                 if node.attr in ("__setattr__", "__delattr__"):  # type(module).__setattr__(module, ...)
                     found.add(f"calls {node.attr} directly")
@@ -244,12 +246,11 @@ def flags(sources: list[str], forbidden: dict[str, list[str]] | None = None, giv
                 if dotted:
                     full = _resolve(dotted, aliases)
                     root, _, attr = full.partition(".")
-                    if root in FRAME_FUNCS and attr.split(".")[0] in FRAME_FUNCS[root]:
-                        found.add(f"uses {root}.{attr.split('.')[0]}")
-                    if root in ("numpy", "torch"):  # a file reader deeper down: numpy.lib.npyio.load
-                        deep = next((a for a in full.split(".")[2:] if a in FRAME_FUNCS[root]), None)
-                        if deep:
-                            found.add(f"uses {root}.{deep}")
+                    # numpy's and torch's readers also sit deeper down (numpy.lib.npyio.load)
+                    names = attr.split(".") if root in ("numpy", "torch") else attr.split(".")[:1]
+                    hit = next((a for a in names if a in FRAME_FUNCS.get(root, ())), None)
+                    if hit:
+                        found.add(f"uses {root}.{hit}")
                     if full.startswith("builtins."):
                         found.add("uses builtins")
                     parts = full.split(".")
