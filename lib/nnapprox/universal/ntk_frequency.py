@@ -58,7 +58,9 @@ def relu_output_layer_gram(u: Float[Tensor, "N 3"]) -> Float[Tensor, "N N"]:
 
     With :math:`(w_r, b_r)` fixed at initialisation the network is a random-features model, and
     gradient descent on :math:`a` runs with the arc-cosine kernel of order one (Cho and Saul
-    2009, ``cho2009kernel``), :math:`\mathbb E_w[\sigma(w\cdot u)\sigma(w\cdot u')]`,
+    2009, ``cho2009kernel``), :math:`\mathbb E_w[\sigma(w\cdot u)\sigma(w\cdot u')]` for
+    :math:`w \sim \mathcal N(0, I)`, which is half of their :math:`k_1` (they normalise by
+    :math:`1/\pi`; the factor does not matter with :math:`\eta = 1/\mu_{\max}`),
 
     .. math::  K_{\mathrm{out}}(u, u') = \frac{|u|\,|u'|}{2\pi}\big(\sin\alpha + (\pi - \alpha)\cos\alpha\big),
                \qquad \alpha = \angle(u, u').
