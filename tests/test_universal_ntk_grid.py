@@ -177,3 +177,20 @@ def test_equivariant_mean_predictor_has_no_negative_excess():
     pred = (X.sum(2, keepdim=True) - X) / (n - 1)
     D = ((pred - Y) ** 2).sum((1, 2)) - ua.best_equivariant_reverse_error(n) * (Y**2).sum((1, 2))
     assert abs(float(D.mean())) < 4 * float(D.std()) / math.sqrt(len(D))
+
+
+def test_kernel_time_exponent_recovers_a_planted_power_law_and_rejects_bad_shapes():
+    # a circulant Gram matrix with eigenvalues c k^-p at frequency k (and a larger constant mode)
+    theta, _ = ua.circle_inputs(64)
+    diff = theta[:, None] - theta[None, :]
+    for p in (2.0, 4.0):
+        gram = 1.0 + sum(k**-p * torch.cos(k * diff) for k in range(1, 32))
+        got = ua.kernel_time_exponent(gram, theta, [3, 4, 6, 8, 11])
+        assert abs(got - p) < 0.1, (p, got)
+    # the chapter's kernels: the first layer's NTK near 2, the output layer's near 4
+    theta, u = ua.circle_inputs(64)
+    ks = [3, 4, 6, 8, 11]
+    assert 1.8 < ua.kernel_time_exponent(ua.relu_ntk_gram(u), theta, ks) < 2.3
+    assert 3.8 < ua.kernel_time_exponent(ua.relu_output_layer_gram(u), theta, ks) < 4.4
+    with pytest.raises((ValueError, jaxtyping.TypeCheckError)):  # the shape check, or jaxtyping's
+        ua.kernel_time_exponent(torch.eye(8, dtype=torch.float64), theta, ks)

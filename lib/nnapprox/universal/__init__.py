@@ -30,6 +30,7 @@ from .ntk_frequency import (
     ntk_eigenvalue,
     ntk_learning_time,
     crossing_gap_ratio,
+    kernel_time_exponent,
     power_law_exponents,
     relu_ntk_gram,
     relu_output_layer_gram,

@@ -217,6 +217,22 @@ def power_law_exponents(ks: list[int], times: Float[Tensor, "R M"]) -> Float[Ten
     return ((logt - logt.mean(1, keepdim=True)) * x).sum(1) / (x**2).sum()
 
 
+def kernel_time_exponent(gram: Float[Tensor, "N N"], theta: Float[Tensor, " N"], ks: list[int]) -> float:
+    r"""Fitted exponent of the learning times of kernel gradient descent on a circulant Gram matrix.
+
+    With :math:`\eta = 1/\mu_{\max}` (the largest eigenvalue of ``gram``), each frequency's time
+    is :math:`t_k = \lceil \ln\tfrac12/\ln(1 - \eta\mu_k)\rceil` and the exponent is the
+    least-squares slope of :math:`\log t_k` against :math:`\log k` (:func:`power_law_exponents`):
+    the local slope of the spectrum over ``ks``, not its asymptotic decay.
+    """
+    if gram.ndim != 2 or gram.shape != (len(theta), len(theta)):
+        raise ValueError(f"gram must have shape (N, N) with N = len(theta) = {len(theta)}, "
+                         f"got {tuple(gram.shape)}")
+    eta = 1 / float(torch.linalg.eigvalsh(gram).max())
+    times = [ntk_learning_time(ntk_eigenvalue(gram, theta, k), eta) for k in ks]
+    return float(power_law_exponents(ks, torch.tensor([times], dtype=torch.float64))[0])
+
+
 def crossing_gap_ratio(
     amp_train: Float[Tensor, "R M T"],
     amp_linear: Float[Tensor, "R M T"],
