@@ -49,6 +49,42 @@ def test_family_training_equals_training_each_alone():
     assert bool((together["W0"][0, 4:] == 0).all()) and bool((together["W1"][0, :, 4:] == 0).all())
 
 
+def test_per_member_batches_are_independent_runs():
+    """With batches="per-member" member j trains exactly as if alone on rows jB..(j+1)B-1 of
+    each step's draw: its own data order, not the other members'."""
+    nets = _nets([[3, 4, 1], [3, 6, 1]], seed=7)
+    nets.append(nets[0])  # members 0 and 2 start from the same weights
+    drawn = []
+
+    def sampler(n, g):
+        x = torch.randn(n, 3, generator=g, **f64)
+        drawn.append(x)
+        return x, torch.cos(x[:, :1]) + x[:, 2:3]
+
+    B, steps = 8, 12
+    together, losses = dp.train_mlp_family(dp.stack_mlps(nets), sampler, steps, B,
+                                           torch.Generator().manual_seed(9), lr=1e-2,
+                                           batches="per-member")
+    assert losses.shape == (steps, 3) and all(x.shape == (3 * B, 3) for x in drawn)
+    record = list(drawn)
+    for j, w in enumerate(nets):
+        replay = iter(x[j * B:(j + 1) * B] for x in record)
+
+        def own(n, g, replay=replay):
+            x = next(replay)
+            return x, torch.cos(x[:, :1]) + x[:, 2:3]
+
+        alone, _ = dp.train_mlp_family(dp.stack_mlps([w]), own, steps, B, torch.Generator(), lr=1e-2)
+        a, b = dp.family_member(together, j), dp.family_member(alone, 0)
+        assert all(torch.allclose(a[k], b[k], atol=1e-10, rtol=0) for k in a)
+    # members 0 and 2 share their start but not their data: they end in different places
+    assert not torch.allclose(dp.family_member(together, 0)["W0"], dp.family_member(together, 2)["W0"])
+    with pytest.raises(ValueError, match="valid values are 'shared', 'per-member'"):
+        dp.train_mlp_family(dp.stack_mlps(nets), sampler, 1, 4, torch.Generator(), batches="own")
+    with pytest.raises(ValueError, match="per-member inputs must be"):
+        dp.mlp_family(dp.stack_mlps(nets), torch.zeros(2, 5, 3, **f64))
+
+
 def test_family_logistic_loss_matches_binary_cross_entropy():
     """With the logistic loss each member's recorded loss is the BCE of its logits, and the
     members still train as if alone."""

@@ -14,7 +14,10 @@ switching the padding off. The weights are stacked along a leading member axis, 
 forward pass is one matrix product for the first layer (the input is shared) and one
 ``baddbmm`` per later layer. The loss is the *sum* of the members' losses and Adam acts
 elementwise, so each member is trained exactly as if it were alone (the padded weights get
-zero gradient and never move); ``tests/test_depth_batched_mlp.py`` checks both.
+zero gradient and never move); ``tests/test_depth_batched_mlp.py`` checks both. With
+``batches="per-member"`` every member draws its own minibatches, so the members are
+independent training runs (initialisation *and* data order), as a standard error across
+runs needs.
 """
 
 from __future__ import annotations
@@ -75,12 +78,18 @@ def _n_layers(family: Family) -> int:
     return L
 
 
-def mlp_family(family: Family, x: Float[Tensor, "n d"]) -> Float[Tensor, "M n out"]:
-    r"""Outputs :math:`f_j(x_i)` of every member on one shared batch."""
+def mlp_family(family: Family, x: Float[Tensor, "n d"] | Float[Tensor, "M n d"]) -> Float[Tensor, "M n out"]:
+    r"""Outputs :math:`f_j(x_i)` of every member on one shared batch ``(n, d)``, or member ``j`` on
+    its own batch ``x[j]`` when ``x`` is ``(M, n, d)``."""
     L = _n_layers(family)
     M, m_1, d = family["W0"].shape
-    z = (x @ family["W0"].reshape(M * m_1, d).T).reshape(-1, M, m_1).transpose(0, 1)  # one GEMM: (M, n, m_1)
-    z = z + family["b0"][:, None, :]
+    if x.dim() == 3:
+        if x.shape[0] != M or x.shape[2] != d:
+            raise ValueError(f"per-member inputs must be (M={M}, n, d={d}), got {tuple(x.shape)}")
+        z = torch.baddbmm(family["b0"][:, None, :], x, family["W0"].transpose(1, 2))  # (M, n, m_1)
+    else:
+        z = (x @ family["W0"].reshape(M * m_1, d).T).reshape(-1, M, m_1).transpose(0, 1)  # one GEMM: (M, n, m_1)
+        z = z + family["b0"][:, None, :]
     for ell in range(1, L):
         z = torch.relu(z) * family[f"mask{ell - 1}"][:, None, :]
         z = torch.baddbmm(family[f"b{ell}"][:, None, :], z, family[f"W{ell}"].transpose(1, 2))  # (M, n, m_{ell+1})
@@ -129,17 +138,23 @@ def train_mlp_family(
     lr_final: float | None = None,
     desc: str | None = None,
     loss: str = "mse",
+    batches: str = "shared",
 ) -> tuple[Family, Float[Tensor, "steps M"]]:
     r"""Adam on :math:`\sum_j \frac1B \sum_i \ell(f_j(x_i), y_i)`, a fresh batch from ``sampler`` each step.
 
     ``loss="mse"``: :math:`\ell(f, y) = \|f - y\|^2`; ``loss="logistic"``: labels ``y`` in
     {0, 1}, :math:`\ell` the binary cross-entropy of the logit :math:`f` (summed over outputs).
-    ``sampler(B, generator)`` returns ``(x, y)`` on the family's device; every member sees
-    the same batch. With ``lr_final`` the step size decays geometrically from ``lr`` to it.
-    Returns the trained family and the per-member training losses.
+    ``sampler(B, generator)`` returns ``(x, y)`` on the family's device. With
+    ``batches="shared"`` every member sees the same batch; with ``"per-member"`` the sampler is
+    asked for :math:`MB` rows once per step and member :math:`j` gets rows
+    :math:`jB, \dots, (j+1)B - 1`, so the members are independent training runs. With
+    ``lr_final`` the step size decays geometrically from ``lr`` to it. Returns the trained
+    family and the per-member training losses.
     """
     if loss not in ("mse", "logistic"):
         raise ValueError(f"unknown loss {loss!r}: valid losses are 'mse', 'logistic'")
+    if batches not in ("shared", "per-member"):
+        raise ValueError(f"unknown batches {batches!r}: valid values are 'shared', 'per-member'")
     if n_steps < 0 or batch_size < 1:
         raise ValueError(f"need n_steps >= 0 and batch_size >= 1, got {n_steps}, {batch_size}")
     params = {k: v.detach().clone().requires_grad_(k.startswith(("W", "b"))) for k, v in family.items()}
@@ -147,14 +162,20 @@ def train_mlp_family(
     gamma = (lr_final / lr) ** (1.0 / max(n_steps, 1)) if lr_final is not None else 1.0
     sched = torch.optim.lr_scheduler.ExponentialLR(opt, gamma)
     losses = family["W0"].new_empty(n_steps, family_size(family))  # on the device: no sync per step
+    M = family_size(family)
     for step in progress(range(n_steps), desc=desc or "MLP family", leave=False):
-        x, y = sampler(batch_size, generator)
+        if batches == "shared":
+            x, y = sampler(batch_size, generator)
+            y = y[None]  # (1, B, out): the same targets for every member
+        else:
+            x, y = sampler(M * batch_size, generator)
+            x, y = x.reshape(M, batch_size, -1), y.reshape(M, batch_size, -1)
         out = mlp_family(params, x)  # (M, B, out)
         if loss == "mse":
-            per_net = ((out - y[None]) ** 2).sum(dim=2).mean(dim=1)  # (M,)
+            per_net = ((out - y) ** 2).sum(dim=2).mean(dim=1)  # (M,)
         else:
             per_net = torch.nn.functional.binary_cross_entropy_with_logits(
-                out, y[None].expand_as(out), reduction="none"
+                out, y.expand_as(out), reduction="none"
             ).sum(dim=2).mean(dim=1)  # (M,)
         opt.zero_grad()
         per_net.sum().backward()
