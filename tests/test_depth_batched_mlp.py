@@ -156,3 +156,23 @@ def test_bad_inputs_raise():
 def test_depth_comparison_claim_can_fail():
     claims = Claims()
     assert not claims.check("3-layer / best 2-layer test MSE", value=1.2, op="<", threshold=1.0, kind="empirical", basis="convention", source="test", foil=("a 2-layer network", 1.5))
+
+
+def test_gaussian_slab_data_is_a_balanced_ridge_target():
+    d, n = 12, 400_000
+    u = torch.randn(d, generator=torch.Generator().manual_seed(3), **f64)
+    x, y = dp.gaussian_slab_data(n, d, 2.5 * u, torch.Generator().manual_seed(4), dtype=torch.float64)
+    assert x.shape == (n, d) and y.shape == (n, 1)
+    # balanced: P[|u.x| <= Phi^-1(3/4)/sqrt(d)] = 1/2 (binomial error of n labels, 5 se)
+    assert abs(float(y.mean()) - 0.5) <= 5 * (0.25 / n) ** 0.5
+    # a ridge function: moving x orthogonally to u leaves every label unchanged
+    v = torch.randn(d, generator=torch.Generator().manual_seed(5), **f64)
+    v = v - (v @ u) / (u @ u) * u
+    e = u / u.norm()
+    keep = ((x @ e).abs() - dp.radial.SLAB_HALF_WIDTH / d**0.5).abs() > 1e-9  # off the two planes
+    moved = ((x + 3.0 * v) @ e).abs() <= dp.radial.SLAB_HALF_WIDTH / d**0.5
+    assert torch.equal(moved[keep].double(), y[keep, 0])
+    with pytest.raises(ValueError, match="vector of length d"):
+        dp.gaussian_slab_data(4, d, torch.ones(d + 1), torch.Generator())
+    with pytest.raises(ValueError, match="nonzero direction"):
+        dp.gaussian_slab_data(4, d, torch.zeros(d), torch.Generator())

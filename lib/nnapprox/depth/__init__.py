@@ -20,7 +20,7 @@ from .parity import (all_bit_strings, dnf_weights, parity, parity_dnf_terms, par
 from .pieces import (breakpoints_along_line, count_pieces_along_line, count_pieces_on_grid,
                      count_regions_along_line, slope_changes)
 from .radial import (balanced_ball_radius, ball_error_rate, ball_indicator, ball_indicator_weights,
-                     gaussian_ball_data, near_sphere_points, square_interpolant_weights, squared_norm_error_bound,
+                     gaussian_ball_data, gaussian_slab_data, near_sphere_points, square_interpolant_weights, squared_norm_error_bound,
                      squared_norm_error_mc, squared_norm_weights)
 from .region_density import bias_density_bound, offset_segments, region_expectation_terms
 from .regions import (equal_width_architecture, max_pieces_on_line, random_segments, regions_per_neuron,

@@ -177,3 +177,29 @@ def gaussian_ball_data(
     """
     x = rng.randn(n, d, generator=generator, dtype=dtype, device=device) / d**0.5
     return x, ball_indicator(x, R)
+
+
+SLAB_HALF_WIDTH = 0.6744897501960817
+r"""The median of :math:`|Z|`, :math:`Z \sim \mathcal N(0, 1)`: :math:`\Phi^{-1}(3/4)`."""
+
+
+def gaussian_slab_data(
+    n: int, d: int, u: Float[Tensor, " d"], generator: torch.Generator, *,
+    dtype: torch.dtype = torch.float32, device: torch.device | str | None = None,
+) -> tuple[Float[Tensor, "n d"], Float[Tensor, "n 1"]]:
+    r"""Fresh samples :math:`x \sim \mathcal N(0, I_d/d)` with labels :math:`y = \mathbb 1[|u \cdot x| \le c]`.
+
+    A *ridge* target beside the ball of :func:`gaussian_ball_data`: it depends on :math:`x`
+    through one direction :math:`u` (normalised here), so four ReLU units of a 2-layer network
+    (two ramps along :math:`u`) approximate it as closely as steep ramps allow. With :math:`u \cdot x \sim \mathcal N(0, 1/d)` and
+    :math:`c = \Phi^{-1}(3/4)/\sqrt d` (:data:`SLAB_HALF_WIDTH`), :math:`P[y = 1] = \tfrac12`,
+    so the constant :math:`\tfrac12` has mean squared error :math:`\tfrac14`, as for the ball.
+    """
+    if u.dim() != 1 or u.shape[0] != d:
+        raise ValueError(f"u must be a vector of length d = {d}, got shape {tuple(u.shape)}")
+    norm = float(u.norm())
+    if not norm > 0:
+        raise ValueError("u must be a nonzero direction")
+    x = rng.randn(n, d, generator=generator, dtype=dtype, device=device) / d**0.5
+    proj = x @ (u / norm).to(dtype=dtype, device=x.device)
+    return x, (proj.abs() <= SLAB_HALF_WIDTH / d**0.5).to(dtype)[:, None]
