@@ -243,6 +243,7 @@ ARGUMENTS = {
     "nnapprox.depth.automaton.automaton_network_weights": dict(rule=110, W=4, T=2),
     "nnapprox.depth.batched_mlp.stack_mlps": dict(nets=lambda: _host_nets()),
     "nnapprox.depth.radial.near_sphere_points": dict(R=1.0, spread=0.1),
+    "nnapprox.depth.radial.gaussian_slab_data": dict(u=lambda: _device_tensor(3)),
     "nnapprox.depth.shallow.init_shallow_family": dict(m=[2, 3]),
     "nnapprox.universal.mlp.init_relu_mlp": dict(widths=[1, 4, 1]),
     "nnapprox.failures.parity.sample_parity": dict(v=torch.tensor([1, 0, 1])),
