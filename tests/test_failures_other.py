@@ -179,3 +179,58 @@ def test_relevance_is_one_for_symmetric_weights():
     W = torch.ones(1, 5, 4)
     masks = torch.tensor([[1, 1, 0, 0]])
     assert float(F.relevance(W, masks, [4])[0]) == pytest.approx(1.0)
+
+
+def test_flip_of_the_last_symbol_is_the_flip_at_position_n():
+    """last=True flips position n: the same change as flipping it by hand, and not O(1/n)."""
+    layers = F.init_encoder(2, 8, torch.Generator().manual_seed(4))
+    n = 30
+    changes = F.flip_changes(layers, n, 5, torch.Generator().manual_seed(6), last=True)
+    g = torch.Generator().manual_seed(6)
+    tokens = torch.randint(0, 2, (5, n), generator=g)
+    flipped = tokens.clone()
+    flipped[:, -1] = 1 - flipped[:, -1]
+    expected = (F.encoder_last(layers, tokens) - F.encoder_last(layers, flipped)).norm(dim=1)
+    torch.testing.assert_close(changes, expected, rtol=0, atol=1e-12)
+    ns = torch.tensor([16.0, 64.0, 256.0])
+    last = torch.tensor([float(F.flip_changes(layers, int(m), 8, torch.Generator().manual_seed(int(m)),
+                                              last=True).mean()) for m in ns])
+    assert F.loglog_slope(ns, last) > -0.5  # the lemma excludes i = n: no 1/n decay
+
+
+def test_singular_values_of_the_encoding_matrix_within_the_proven_bracket():
+    """sigma_n(W) = 1/||(I - S)^2|| in [1/4, 1/sqrt 6]; ||W 1||/sqrt n <= sigma_1 <= ||W||_F."""
+    for n in (4, 9, 33, 100):
+        W = F.pwl_matrix(n)
+        s = torch.linalg.svdvals(W)
+        inverse = torch.einsum("a,aij->ij", torch.tensor([1.0, -2.0, 1.0], dtype=torch.float64), F.shift_powers(n))
+        assert float(s[-1]) == pytest.approx(1 / float(torch.linalg.matrix_norm(inverse, ord=2)), rel=1e-10)
+        assert 0.25 <= float(s[-1]) <= 6**-0.5 + 1e-12
+        ones = torch.ones(n, dtype=torch.float64)
+        assert n**2 / 20**0.5 <= float((W @ ones).norm()) / n**0.5 <= float(s[0]) <= float(W.norm())
+        assert F.condition_squared(n) == pytest.approx(float(s[0] / s[-1]) ** 2, rel=1e-12)
+
+
+def test_fc_lower_bound_is_the_smallest_term_and_below_the_curve():
+    n, steps = 10, torch.arange(0, 3001, 100)
+    curve = F.fc_encoder_gd(n, 3000)[steps]
+    bound = F.fc_encoder_error_lower_bound(n, steps)
+    assert bool((bound <= curve * (1 + 1e-12)).all())
+    s2 = torch.linalg.svdvals(F.pwl_matrix(n)) ** 2
+    torch.testing.assert_close(bound, (1 - s2[-1] / s2[0]) ** (2 * steps.double()) / n, rtol=1e-12, atol=0)
+    late = F.fc_encoder_error_closed_form(n, torch.tensor([10**6]))  # long after the other terms died
+    assert float(late[0]) == pytest.approx(float(F.fc_encoder_error_lower_bound(n, torch.tensor([10**6]))[0]), rel=1e-6)
+
+
+def test_periodic_variance_bound_stays_finite_for_large_d():
+    """At d = 1000 the prefactor alone overflows a float: the bound is computed in log space and
+    matches the small-r asymptotic r^4 e^{-r^2} / (d (d + 2)) there."""
+    from nnapprox.failures.periodic import _log_bessel_i
+    from scipy.special import ive
+
+    for d, r in ((1000, 2.0), (4000, 3.0), (2000, 1.0)):  # r^4 << d: the asymptotic regime
+        kappa = F.periodic_variance_bound(d, r)
+        asym = r**4 * math.exp(-(r**2)) / (d * (d + 2))
+        assert math.isfinite(kappa) and kappa == pytest.approx(asym, rel=0.05)
+    for nu, t in ((3.0, 1.0), (7.0, 9.0), (12.5, 30.0)):  # the series against scipy where both work
+        assert _log_bessel_i(nu, t) == pytest.approx(math.log(ive(nu, t)) + t, rel=1e-12)

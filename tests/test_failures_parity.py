@@ -176,3 +176,57 @@ def test_blocked_fast_path_equals_reference(chunk):
     assert G2 == pytest.approx(G2_ref, rel=1e-12)
     with pytest.raises(ValueError, match="chunk"):
         F.parity_gradient_variance(F.mlp_forward, params, d, "logistic", chunk=3)
+
+
+@pytest.mark.parametrize("loss", F.LOSSES)
+def test_family_variance_equals_the_wht_variance_for_all_parities(loss):
+    """family_gradient_variance on the 2^d parities == the Walsh-Hadamard path (two implementations)."""
+    d = 6
+    params = F.mlp_init(d, 4 * d, torch.Generator().manual_seed(11))
+    var, G2, _ = F.parity_gradient_variance(F.mlp_forward, params, d, loss)
+    var_f, G2_f = F.family_gradient_variance(F.mlp_forward, params, F.hypercube(d), F.all_parities(d), loss)
+    assert var_f == pytest.approx(var, rel=1e-10, abs=1e-15)
+    assert G2_f == pytest.approx(G2, rel=1e-12)
+
+
+def test_family_variance_of_a_pair_is_half_the_gradient_gap_squared():
+    """For {h, -h} the variance is ||(grad F_h - grad F_-h) / 2||^2, from two autograd calls."""
+    d = 5
+    params = F.mlp_init(d, 12, torch.Generator().manual_seed(2))
+    x = F.hypercube(d)
+    h = torch.sign(x @ torch.randn(d, generator=torch.Generator().manual_seed(3), dtype=torch.float64))
+    var, _ = F.family_gradient_variance(F.mlp_forward, params, x, torch.stack([h, -h]), "hinge")
+    leaves = {k: t.clone().requires_grad_(True) for k, t in params.items()}
+
+    def grad(y):
+        out = torch.autograd.grad(F.loss_fn(F.mlp_forward(leaves, x), y, "hinge").mean(), list(leaves.values()))
+        return torch.cat([t.reshape(-1) for t in out])
+
+    expected = float(((grad(h) - grad(-h)) / 2).pow(2).sum())
+    assert var == pytest.approx(expected, rel=1e-10)
+
+
+def test_family_variance_exceeds_the_bound_for_non_orthogonal_targets():
+    """Half-spaces are not orthogonal: Var |H| / G^2 is not bounded by 1 (the chapter's foil can fail)."""
+    d = 8
+    params = F.mlp_init(d, 10 * d, torch.Generator().manual_seed(4))
+    x = F.hypercube(d)
+    V = torch.randn(64, d, generator=torch.Generator().manual_seed(5), dtype=torch.float64)
+    var, G2 = F.family_gradient_variance(F.mlp_forward, params, x, torch.sign(x @ V.T).T, "hinge")
+    var_par, G2_par, _ = F.parity_gradient_variance(F.mlp_forward, params, d, "hinge")
+    assert var_par * 2**d / G2_par <= 1 + 1e-12 < var * 64 / G2
+
+
+def test_family_variance_validates_before_work():
+    params = F.mlp_init(3, 4, torch.Generator().manual_seed(0))
+    x = F.hypercube(3)
+    with pytest.raises(ValueError, match="valid losses"):
+        F.family_gradient_variance(F.mlp_forward, params, x, F.all_parities(3), "l1")
+    with pytest.raises(Exception):  # ValueError, or the shape checker's error under pytest
+        F.family_gradient_variance(F.mlp_forward, params, x, F.all_parities(3)[:, :5], "square")
+    with pytest.raises(ValueError, match="at least 2"):
+        F.family_gradient_variance(F.mlp_forward, params, x, F.all_parities(3)[:1], "square")
+    with pytest.raises(ValueError, match="-1, \\+1"):
+        F.family_gradient_variance(F.mlp_forward, params, x, 0.5 * F.all_parities(3), "hinge")
+    var, _ = F.family_gradient_variance(F.mlp_forward, params, x, 0.5 * F.all_parities(3), "square")
+    assert var >= 0  # real-valued targets are fine for the square loss

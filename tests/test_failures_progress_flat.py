@@ -72,9 +72,38 @@ def test_fourier_coefficient_exact_on_the_cube():
 
 def test_parity_training_returns_progress_measures():
     steps, acc, progress, masks = F.train_parity_ensemble([6, 8], [2, 3], 20, torch.Generator().manual_seed(0), eval_every=10)
-    assert set(progress) == {"norm_ratio", "movement_ratio", "movement_z", "fourier", "hinge"}
+    assert set(progress) == {"norm_ratio", "movement_ratio", "movement_z", "placebo_z", "fourier", "hinge"}
     assert all(v.shape == (3, 2) for v in progress.values())
     assert torch.isnan(progress["movement_z"][0]).all() and not torch.isnan(progress["movement_z"][1:]).any()
+
+
+def test_placebo_is_the_lowest_irrelevant_inputs_and_null_when_only_s_moves():
+    masks = torch.tensor([[0, 1, 0, 1, 1, 0, 0, 0, 0, 0]])
+    assert F.placebo_masks(masks, [10]).tolist() == [[1, 0, 1, 0, 0, 1, 0, 0, 0, 0]]
+    g = torch.Generator().manual_seed(1)
+    W0 = torch.randn(1, 40, 10, generator=g, dtype=torch.float64)
+    W = W0 + 0.1 * torch.randn(1, 40, 10, generator=g, dtype=torch.float64)
+    W[0, :, masks[0].bool()] += 0.3  # only the relevant columns move further
+    assert float(F.movement_zscore(W, W0, masks, [10])[0]) > 10
+    assert abs(float(F.placebo_zscore(W, W0, masks, [10])[0])) < 4
+    planted = W.clone()
+    planted[0, :, F.placebo_masks(masks, [10])[0].bool()] += 0.3  # the placebo group moves: it fires
+    assert float(F.placebo_zscore(planted, W0, masks, [10])[0]) > 10
+    with pytest.raises(ValueError, match="placebo"):
+        F.placebo_masks(torch.tensor([[1, 1, 1, 0, 0, 0]]), [6])  # 3 others < 3 + 2
+
+
+def test_placebo_scan_fires_at_most_alpha_under_exchangeable_columns():
+    """Exchangeable normal movements: the placebo's scan with its own tau fires at most alpha of the time."""
+    n_scans, n_evals, n, k, alpha = 2000, 10, 14, 3, 0.05
+    g = torch.Generator().manual_seed(2)
+    W = 10.0 + torch.randn(n_scans * n_evals, 1, n, generator=g, dtype=torch.float64)
+    W0 = torch.zeros_like(W)
+    masks = torch.zeros(n_scans * n_evals, n, dtype=torch.long)
+    masks[:, -k:] = 1
+    z = F.placebo_zscore(W, W0, masks, [n] * (n_scans * n_evals)).reshape(n_scans, n_evals).max(1).values
+    rate = float((z >= F.scan_threshold(n - 2 * k - 1, n_evals, alpha=alpha)).double().mean())
+    assert rate <= alpha + 3 * (alpha * (1 - alpha) / n_scans) ** 0.5
 
 
 def test_staircase_gradient_is_exactly_zero():

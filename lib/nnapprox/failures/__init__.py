@@ -19,6 +19,7 @@ from .decomposition import (
 from .flat_activation import flat_neuron_loss, forward_only_bound, quantised_identity, train_flat_neuron
 from .grad_variance import (
     LOSSES,
+    family_gradient_variance,
     gradient_snr,
     loss_derivative,
     loss_fn,
@@ -29,7 +30,14 @@ from .grad_variance import (
     parity_variance_parseval,
     per_example_gradients,
 )
-from .hidden_progress import fourier_coefficient, movement_ratio, movement_zscore, scan_threshold
+from .hidden_progress import (
+    fourier_coefficient,
+    movement_ratio,
+    movement_zscore,
+    placebo_masks,
+    placebo_zscore,
+    scan_threshold,
+)
 from .parity import all_parities, hypercube, parity, random_subset, sample_parity, subset_mask
 from .parity_sgd import relevance, ensemble_forward, init_ensemble, sample_ensemble_batch, train_parity_ensemble
 from .periodic import (
@@ -45,6 +53,7 @@ from .piecewise_curves import (
     condition_squared,
     conv_encoder_gd,
     fc_encoder_error_closed_form,
+    fc_encoder_error_lower_bound,
     fc_encoder_gd,
     pwl_matrix,
     shift_powers,

@@ -207,3 +207,41 @@ def gradient_snr(
     mean = grads.mean(0)
     noise = ((grads - mean) ** 2).sum(1).mean()
     return float((mean**2).sum() / noise)
+
+
+def family_gradient_variance(
+    model: Model, params: Params, x: Float[Tensor, "n d"], targets: Float[Tensor, "m n"], loss: str = "square"
+) -> tuple[float, float]:
+    r"""Exact :math:`\mathrm{Var}(\mathcal H, F, w)` and :math:`G(w)^2` for any finite family, inputs uniform on ``x``.
+
+    Row ``h`` of ``targets`` holds the values :math:`h(x_i)` of one member on the ``n``
+    points of ``x``, which carry the input distribution (uniform weights: the whole cube
+    for exact expectations). With the split :math:`\ell'(p, h) = \alpha + \beta h` of the
+    module docstring (valid for :math:`\pm1` targets; for the square loss every real target
+    works, with :math:`\beta = -1`), the target-dependent part of the gradient is
+    :math:`b_h = \mathbb{E}_x[\beta\, h\, g]`, so
+
+    .. math::  \mathrm{Var}(\mathcal H, F, w) = \frac1m\sum_h \Big\|b_h - \frac1m\sum_{h'} b_{h'}\Big\|^2 ,
+
+    one matrix product :math:`\frac1n\,T\,[\beta g]` for all members. Theorem 1 bounds it by
+    :math:`G^2/m` only when the family is orthogonal; this function has no such hypothesis,
+    so it also measures families that break the bound (for all :math:`2^d` parities it
+    agrees with :func:`parity_gradient_variance`). Returns ``(var, G2)``.
+    """
+    loss_fn(torch.zeros(1), torch.zeros(1), loss)  # validates the name before any work
+    if x.ndim != 2 or targets.ndim != 2 or targets.shape[1] != x.shape[0]:
+        raise ValueError(f"need x of shape (n, d) and targets of shape (m, n), got {tuple(x.shape)} and "
+                         f"{tuple(targets.shape)}")
+    if targets.shape[0] < 2:
+        raise ValueError(f"a family needs at least 2 members, got {targets.shape[0]}")
+    if loss != "square" and not bool((targets.abs() == 1).all()):
+        raise ValueError(f"the {loss!r} loss splits as alpha + beta h only for targets in {{-1, +1}}; "
+                         "use loss='square' for real-valued targets")
+    with torch.no_grad():
+        p = model(params, x)
+    ones = torch.ones_like(p)
+    beta = 0.5 * (loss_derivative(p, ones, loss) - loss_derivative(p, -ones, loss))
+    g = per_example_gradients(model, params, x)  # (n, P)
+    b = targets.to(g.dtype) @ (beta[:, None] * g) / x.shape[0]  # (m, P): b_h = E_x[beta h g]
+    var = float(((b - b.mean(0)) ** 2).sum(1).mean())
+    return var, float(g.pow(2).sum(1).mean())

@@ -22,6 +22,13 @@ whose tails are much heavier than the normal's when :math:`n - k` is small. A sc
 :math:`M` evaluations that reports the first one with :math:`z \ge \tau` has, by the union
 bound, a false-positive rate of at most :math:`M\,P(t_{n-k-1} \ge \tau)`:
 :func:`scan_threshold` returns the :math:`\tau` that makes this :math:`\alpha`.
+The hypotheses of that null are not met exactly: the columns share the hidden units and one
+SGD path, so their movements are neither independent nor exactly normal, and :math:`\tau` is a
+heuristic threshold. :func:`placebo_zscore` is its negative control: the same :math:`z` for
+the :math:`k` lowest-indexed inputs *outside* :math:`S` against the other inputs outside
+:math:`S`. Initialisation and data are invariant under permutations of the irrelevant inputs,
+so those columns are exchangeable exactly, whatever their dependence, and the placebo shows
+how the scan behaves when nothing singles the group out.
 :func:`movement_zscore` computes :math:`z`, :func:`movement_ratio` the
 ratio :math:`\bar\mu_S / \bar\mu_{\bar S}`, :func:`fourier_coefficient` the network's Fourier
 coefficient :math:`\hat p(S) = \mathbb{E}_x[p(x)\chi_S(x)]` on a fixed test batch.
@@ -68,6 +75,43 @@ def movement_zscore(
             continue
         se = other.std() * (1.0 / len(rel) + 1.0 / len(other)) ** 0.5
         out.append(float((rel.mean() - other.mean()) / se))
+    return torch.tensor(out, dtype=torch.float64)
+
+
+def placebo_masks(masks: Int[Tensor, "E d_max"], ds: list[int]) -> Int[Tensor, "E d_max"]:
+    r"""Per member, the indicator of the :math:`k = |S|` lowest-indexed inputs outside :math:`S` (first ``d`` inputs).
+
+    A fixed rule given :math:`S`; since the irrelevant inputs are exchangeable, any such rule
+    picks a group with the same law as a random one. Needs :math:`n - k \ge k + 2` (the
+    placebo and at least two other irrelevant columns).
+    """
+    out = torch.zeros_like(masks)
+    for e, d in enumerate(ds):
+        m = masks[e, :d].bool().cpu()
+        k = int(m.sum())
+        outside = torch.nonzero(~m)[:, 0]
+        if len(outside) < k + 2:
+            raise ValueError(f"member {e}: a placebo of k = {k} inputs needs d - k >= k + 2, got d = {d}")
+        out[e, outside[:k].to(out.device)] = 1
+    return out
+
+
+def placebo_zscore(
+    W: Float[Tensor, "E m d_max"], W0: Float[Tensor, "E m d_max"], masks: Int[Tensor, "E d_max"], ds: list[int]
+) -> Float[Tensor, " E"]:
+    r"""The :math:`z` of :func:`movement_zscore` for the placebo group of :func:`placebo_masks` against the other
+    irrelevant inputs (:math:`S` left out of both), :math:`n - 2k - 1` degrees of freedom under the normal null."""
+    placebo = placebo_masks(masks, ds)
+    mu = (W - W0).norm(dim=1).cpu().double()  # (E, d_max): mu_j, one per input coordinate
+    out = []
+    for e, d in enumerate(ds):
+        p, s = placebo[e, :d].bool().cpu(), masks[e, :d].bool().cpu()
+        group, rest = mu[e, :d][p], mu[e, :d][~p & ~s]
+        if len(rest) < 2 or float(rest.std()) == 0.0:
+            out.append(_NAN)
+            continue
+        se = rest.std() * (1.0 / len(group) + 1.0 / len(rest)) ** 0.5
+        out.append(float((group.mean() - rest.mean()) / se))
     return torch.tensor(out, dtype=torch.float64)
 
 

@@ -21,7 +21,7 @@ from jaxtyping import Float, Int
 from torch import Tensor
 
 from ..progress import progress
-from .hidden_progress import fourier_coefficient, movement_ratio, movement_zscore
+from .hidden_progress import fourier_coefficient, movement_ratio, movement_zscore, placebo_zscore
 from .parity import random_subset, sample_parity
 from nnapprox import rng
 
@@ -97,7 +97,9 @@ def train_parity_ensemble(
     ``n_eval`` fresh inputs whose sign :math:`\mathrm{sign}\,p_e(x)` equals the parity, after
     ``steps[t]`` SGD steps; ``progress`` holds progress measures on the same grid (each
     ``(evals, E)``): ``"norm_ratio"`` (:func:`relevance`), ``"movement_ratio"`` and
-    ``"movement_z"`` (:mod:`nnapprox.failures.hidden_progress`, NaN at step 0), ``"fourier"``
+    ``"movement_z"`` (:mod:`nnapprox.failures.hidden_progress`, NaN at step 0), ``"placebo_z"``
+    (the same :math:`z` for a group of :math:`k` irrelevant inputs, its negative control; NaN
+    where :math:`d - k < k + 2` or at step 0), ``"fourier"``
     (:math:`\hat p_e(S)` on the test inputs) and ``"hinge"`` (test hinge loss);
     ``masks[e]`` is the hidden subset (a uniformly random ``k``-subset). With ``stop_at``,
     training ends at the first evaluation at which every member's accuracy is at least
@@ -119,7 +121,8 @@ def train_parity_ensemble(
     x_eval, y_eval = sample_ensemble_batch(masks, ds, n_eval, generator)
 
     W0 = params["W"].detach().clone()
-    names = ("norm_ratio", "movement_ratio", "movement_z", "fourier", "hinge")
+    names = ("norm_ratio", "movement_ratio", "movement_z", "placebo_z", "fourier", "hinge")
+    with_placebo = [d - k >= k + 2 for d, k in zip(ds, ks)]
     record: dict[str, list[Tensor]] = {name: [] for name in names}
 
     def evaluate() -> Tensor:
@@ -128,6 +131,11 @@ def train_parity_ensemble(
             record["norm_ratio"].append(relevance(W, masks, ds))
             record["movement_ratio"].append(movement_ratio(W, W0, masks, ds).float())
             record["movement_z"].append(movement_zscore(W, W0, masks, ds).float())
+            placebo = torch.full((len(ds),), float("nan"))
+            if any(with_placebo):
+                rows = [e for e, ok in enumerate(with_placebo) if ok]
+                placebo[rows] = placebo_zscore(W[rows], W0[rows], masks[rows], [ds[e] for e in rows]).float()
+            record["placebo_z"].append(placebo)
             record["fourier"].append(fourier_coefficient(p, y_eval))
             record["hinge"].append(torch.relu(1.0 - y_eval * p).mean(1).cpu())
             return (torch.sign(p) == y_eval).float().mean(1).cpu()

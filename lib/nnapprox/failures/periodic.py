@@ -118,7 +118,20 @@ def periodic_variance_bound(d: int, r: float) -> float:
 
     t = float(r) ** 2
     log_prefactor = math.lgamma(d / 2) + (d / 2 - 1) * math.log(2 / t)
-    return float(math.exp(log_prefactor) * ive(d / 2 + 1, t))
+    scaled = float(ive(d / 2 + 1, t))
+    if scaled > 1e-280:
+        return math.exp(log_prefactor + math.log(scaled))  # in log space: the prefactor overflows for large d
+    return math.exp(log_prefactor + _log_bessel_i(d / 2 + 1, t) - t)  # ive underflowed: its series
+
+
+def _log_bessel_i(nu: float, t: float) -> float:
+    r"""log I_nu(t) from the series :math:`\sum_k (t/2)^{2k+\nu} / (k!\,\Gamma(k+\nu+1))`, summed in
+    log space (for large ``nu``, where ``ive`` underflows)."""
+    log_half = math.log(t / 2)
+    terms = [(2 * k + nu) * log_half - math.lgamma(k + 1) - math.lgamma(k + nu + 1)
+             for k in range(int(t) + 60)]
+    top = max(terms)
+    return top + math.log(sum(math.exp(x - top) for x in terms))
 
 
 def init_mlp_ensemble(

@@ -8,7 +8,9 @@ grid points is :math:`f = W p` with the lower-triangular Toeplitz matrix
 
 .. math::  W_{ij} = [\,i - j + 1\,]_+ ,\qquad W = T^2,\ T = \text{lower-triangular ones},
 
-whose condition number grows like :math:`n^2`. Learning the *encoder* :math:`f \mapsto p`
+whose squared condition number :math:`(\sigma_1/\sigma_n)^2` grows like :math:`n^4`: since
+:math:`W^{-1} = (I - S)^2` (:math:`S` the down-shift), :math:`\sigma_n = 1/\|(I - S)^2\| \ge 1/4`,
+while :math:`\sigma_1 \ge \|W\mathbf 1\|/\sqrt n \ge n^2/\sqrt{20}`. Learning the *encoder* :math:`f \mapsto p`
 with a fully connected linear map :math:`U` and gradient descent on
 :math:`\tfrac12\mathbb{E}_{p\sim\mathcal N(0,I)}\|Uf - p\|^2 = \tfrac12\|UW - I\|_F^2`
 converges at the rate :math:`1 - \sigma_n^2/\sigma_1^2`. The inverse :math:`W^{-1} = (I - S)^2`
@@ -67,6 +69,19 @@ def fc_encoder_error_closed_form(n: int, steps: Tensor) -> Float[Tensor, " m"]:
     r"""The same curve in closed form: :math:`\frac1n\sum_i (1 - \sigma_i^2/\sigma_1^2)^{2t}` (reference for the tests)."""
     s2 = torch.linalg.svdvals(pwl_matrix(n)) ** 2
     return ((1 - s2 / s2[0])[None, :] ** (2 * steps.double()[:, None])).mean(1)
+
+
+def fc_encoder_error_lower_bound(n: int, steps: Tensor) -> Float[Tensor, " m"]:
+    r"""The smallest singular value's term alone, :math:`\frac1n(1 - \sigma_n^2/\sigma_1^2)^{2t}`.
+
+    Every term of :func:`fc_encoder_error_closed_form` is non-negative, so the fully connected
+    encoder's error after :math:`t` steps is at least this; reaching a relative error
+    :math:`\varepsilon < 1/n` therefore takes at least
+    :math:`\ln(n\varepsilon) / (2\ln(1 - \sigma_n^2/\sigma_1^2)) \approx \tfrac12(\sigma_1/\sigma_n)^2\ln(1/(n\varepsilon))`
+    steps.
+    """
+    s2 = torch.linalg.svdvals(pwl_matrix(n)) ** 2
+    return (1 - s2[-1] / s2[0]) ** (2 * steps.double()) / n
 
 
 def conv_encoder_gd(n: int, n_steps: int, whiten: bool = True, eta: float = 0.5) -> Float[Tensor, " steps_plus_one"]:

@@ -101,18 +101,23 @@ def encoder_last(layers: list[Params], tokens: Int[Tensor, "batch n"]) -> Float[
 
 
 def flip_changes(
-    layers: list[Params], n: int, n_trials: int, generator: torch.Generator | None = None, chunk: int = 32
+    layers: list[Params], n: int, n_trials: int, generator: torch.Generator | None = None, chunk: int = 32,
+    last: bool = False,
 ) -> Float[Tensor, " n_trials"]:
     r"""One :math:`\|y_n(x) - y_n(x^{\oplus i})\|_2` per trial: a random binary string and a random :math:`i < n`.
 
     The trials are independent draws (string, position) and are run ``chunk`` at a time (the
-    attention scores take ``chunk * n^2`` numbers per layer).
+    attention scores take ``chunk * n^2`` numbers per layer). With ``last`` the flipped
+    symbol is the last one, :math:`i = n`, which the lemma excludes: the read-out position
+    sees its own symbol directly, not through an attention weight.
     """
     if n < 2 or n_trials < 1 or chunk < 1:
         raise ValueError(f"need n >= 2, n_trials >= 1 and chunk >= 1, got n={n}, n_trials={n_trials}, chunk={chunk}")
     dev = layers[0]["E"].device
     tokens = rng.randint(0, 2, (n_trials, n), generator=generator, device=dev)
     i = rng.randint(0, n - 1, (n_trials,), generator=generator, device=dev)
+    if last:
+        i = torch.full_like(i, n - 1)
     flipped = tokens.clone()
     rows = torch.arange(n_trials, device=dev)
     flipped[rows, i] = 1 - flipped[rows, i]
